@@ -22,6 +22,7 @@ import {
   askedAs,
   compactionOnly,
   finishReasonOf,
+  requireClientMethod,
   saysNothing,
   schemaFor,
   splitSystem,
@@ -176,6 +177,7 @@ function fromMessage(m: Message): ModelResponse {
 }
 
 /**
+ * @throws LedgerError `INVALID_ARGUMENT` for options it does not take, or a client without `messages.create`, at this call
  * @example
  * const model = anthropicAdapter({ client: new Anthropic(), model: 'claude-sonnet-4-6' });
  * await compact({ ledger, scope, model, transcript });
@@ -189,6 +191,12 @@ export function anthropicAdapter(given: AnthropicAdapterOptions): ModelAdapter {
   ]) as AnthropicAdapterOptions;
   const maxTokens = wholeNumberOption('anthropicAdapter', 'maxTokens', options.maxTokens, 1);
   const timeoutMs = wholeNumberOption('anthropicAdapter', 'timeoutMs', options.timeoutMs, 1, MAX_TIMER_MS);
+  requireClientMethod(
+    'anthropicAdapter',
+    options.client,
+    ['messages', 'create'],
+    'which it calls: pass the @anthropic-ai/sdk client (new Anthropic())',
+  );
   return async (request) => {
     compactionOnly('anthropicAdapter', request);
     return fromMessage(

@@ -17,6 +17,7 @@ import {
   compactionOnly,
   finishReasonOf,
   readJson,
+  requireClientMethod,
   splitSystem,
   withoutEmptyTurns,
 } from './shared.js';
@@ -107,12 +108,20 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
 }
 
 /**
+ * @throws LedgerError `INVALID_ARGUMENT` for options it does not take, or a client without `models.generateContent`, at
+ *   this call
  * @example
  * const model = geminiAdapter({ client: new GoogleGenAI({ apiKey }), model: 'gemini-2.5-flash' });
  * await compact({ ledger, scope, model, transcript, mode: 'structured' });
  */
 export function geminiAdapter(given: GeminiAdapterOptions): ModelAdapter {
   const options = adapterOptions('geminiAdapter', given, ['client', 'model']) as GeminiAdapterOptions;
+  requireClientMethod(
+    'geminiAdapter',
+    options.client,
+    ['models', 'generateContent'],
+    'which it calls: pass the @google/genai client (new GoogleGenAI({ apiKey }))',
+  );
   return async (request) => {
     compactionOnly('geminiAdapter', request);
     // The instruction says what is asked: JSON under the response schema, in tool mode too (no tool is offered).

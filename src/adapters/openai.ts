@@ -33,6 +33,7 @@ import {
   compactionOnly,
   finishReasonOf,
   readJson,
+  requireClientMethod,
   schemaFor,
   toolArguments,
   toolCall,
@@ -212,6 +213,8 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
 }
 
 /**
+ * @throws LedgerError `INVALID_ARGUMENT` for options it does not take, or a client without `responses.create` (with
+ *   `api: 'chat'`, `chat.completions.create`), at this call
  * @example
  * const model = openaiAdapter({ client: new OpenAI(), model: 'gpt-5-mini' });
  * await compact({ ledger, scope, model, transcript });
@@ -230,6 +233,20 @@ export function openaiAdapter(given: OpenAIAdapterOptions): ModelAdapter {
       `openaiAdapter: api must be 'responses' or 'chat', not ${shownValue(options.api)}`,
     );
   const { client, model } = options;
+  if (options.api === 'chat')
+    requireClientMethod(
+      'openaiAdapter',
+      client,
+      ['chat', 'completions', 'create'],
+      "which api 'chat' calls: pass the openai SDK's client (new OpenAI())",
+    );
+  else
+    requireClientMethod(
+      'openaiAdapter',
+      client,
+      ['responses', 'create'],
+      "which the Responses API (the default api) calls: pass the openai SDK's client (new OpenAI()), or api: 'chat' for a client with chat.completions.create() only",
+    );
   return async (request) => {
     compactionOnly('openaiAdapter', request);
     const structured = request.responseFormat !== undefined;

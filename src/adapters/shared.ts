@@ -80,6 +80,29 @@ export function adapterOptions<K extends string>(
 }
 
 /**
+ * Refuses, at the factory's call, a client without the method the adapter calls (`path` from the client, e.g.
+ * `['chat', 'completions', 'create']`): one lacking it (`{}`, another SDK's client, a wrapper that left it out) was
+ * taken, and failed only at the first compaction as a TypeError (`Cannot read properties of undefined`). Duck-typed:
+ * any object along whose path a function is found is taken (the SDK's client, a wrapped or a fake one), and the method
+ * is looked up again at each call, as before. A getter on the path that throws is refused as well, its error the cause.
+ * @throws LedgerError `INVALID_ARGUMENT` naming the missing method (`tail`: what calls it, and what client to pass)
+ */
+export function requireClientMethod(adapter: string, client: object, path: readonly string[], tail: string): void {
+  const name = `${path.join('.')}()`;
+  let at: unknown = client;
+  for (const key of path) {
+    if ((typeof at !== 'object' && typeof at !== 'function') || at === null) break;
+    try {
+      at = (at as Record<string, unknown>)[key];
+    } catch (err) {
+      throw new LedgerError('INVALID_ARGUMENT', `${adapter}: reading the client's ${name} failed`, { cause: err });
+    }
+  }
+  if (typeof at !== 'function')
+    throw new LedgerError('INVALID_ARGUMENT', `${adapter}: the client has no ${name}, ${tail}`);
+}
+
+/**
  * A factory's whole-number option (`maxTokens`, `timeoutMs`, `maxRetries`): absent (`undefined` or `null`: the default),
  * or a safe integer from `least` to `most`. Refused at the factory's call, as its other options are: a NaN or Infinity
  * went out as `null` (Anthropic's `max_tokens`: every compaction refused by the API, its transcript sent each time), a

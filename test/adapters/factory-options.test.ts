@@ -17,6 +17,15 @@ const FACTORIES: Array<[string, (options: never) => unknown, boolean]> = [
   ['aiSdkAdapter', aiSdkAdapter as never, false],
 ];
 
+/** A local fake of each provider's client: the one method its adapter calls, nothing else (never called here). */
+const unused = () => Promise.reject(new Error('not called'));
+const FAKE_CLIENTS: Record<string, object> = {
+  openaiAdapter: { responses: { create: unused } },
+  anthropicAdapter: { messages: { create: unused } },
+  geminiAdapter: { models: { generateContent: unused } },
+};
+const openaiBoth = { responses: { create: unused }, chat: { completions: { create: unused } } };
+
 function refusal(call: () => unknown): unknown {
   try {
     call();
@@ -28,7 +37,7 @@ function refusal(call: () => unknown): unknown {
 
 describe('adapter factories refuse options that are not what their types say', () => {
   it.each(FACTORIES)('%s: INVALID_ARGUMENT at the factory call', (name, factory, hasClient) => {
-    const client = {};
+    const client = FAKE_CLIENTS[name] ?? {};
     const throwing = Object.defineProperty(hasClient ? { client, model: 'm' } : { model: 'm' }, 'model', {
       enumerable: true,
       get() {
@@ -69,7 +78,7 @@ describe('adapter factories refuse options that are not what their types say', (
         code: 'INVALID_ARGUMENT',
       });
     for (const api of [undefined, null, 'responses', 'chat'] as const)
-      expect(typeof openaiAdapter({ client: {} as never, model: 'm', api: api as never })).toBe('function');
+      expect(typeof openaiAdapter({ client: openaiBoth as never, model: 'm', api: api as never })).toBe('function');
   });
 
   it("anthropicAdapter's maxTokens and timeoutMs, aiSdkAdapter's maxRetries: whole numbers in range, else refused", () => {
@@ -77,7 +86,11 @@ describe('adapter factories refuse options that are not what their types say', (
     // API, its transcript sent each time); timeoutMs 0 or past the longest Node timer aborted every request at once,
     // after sending it; a negative or fractional maxRetries made every compaction MODEL_FAILED.
     const anthropic = (extra: object) => () =>
-      anthropicAdapter({ client: {} as never, model: 'm', ...(extra as Record<string, never>) });
+      anthropicAdapter({
+        client: FAKE_CLIENTS.anthropicAdapter as never,
+        model: 'm',
+        ...(extra as Record<string, never>),
+      });
     const ai = (extra: object) => () => aiSdkAdapter({ model: 'm', ...(extra as Record<string, never>) } as never);
     const untextable = {
       toString: () => {
@@ -104,6 +117,103 @@ describe('adapter factories refuse options that are not what their types say', (
     for (const extra of [{ maxTokens: 1 }, { maxTokens: 64_000, timeoutMs: 2 ** 31 - 1 }, { maxTokens: null }])
       expect(typeof anthropic(extra)()).toBe('function');
     for (const maxRetries of [0, 5, null, undefined]) expect(typeof ai({ maxRetries })()).toBe('function');
+  });
+
+  it('a client without the method its adapter calls is refused at the factory call, naming it (was a TypeError at the first compaction)', async () => {
+    const cases: Array<[string, () => unknown, string]> = [
+      ['openaiAdapter', () => openaiAdapter({ client: {} as never, model: 'm' }), 'responses.create()'],
+      // A client with the Responses API only, asked for Chat Completions, and the other way round.
+      [
+        'openaiAdapter',
+        () => openaiAdapter({ client: FAKE_CLIENTS.openaiAdapter as never, model: 'm', api: 'chat' }),
+        'chat.completions.create()',
+      ],
+      [
+        'openaiAdapter',
+        () => openaiAdapter({ client: { chat: { completions: { create: unused } } } as never, model: 'm' }),
+        'responses.create()',
+      ],
+      [
+        'openaiAdapter',
+        () => openaiAdapter({ client: { responses: { create: 'x' } } as never, model: 'm' }),
+        'responses.create()',
+      ],
+      [
+        'anthropicAdapter',
+        () => anthropicAdapter({ client: { messages: {} } as never, model: 'm' }),
+        'messages.create()',
+      ],
+      [
+        'anthropicAdapter',
+        () => anthropicAdapter({ client: FAKE_CLIENTS.geminiAdapter as never, model: 'm' }),
+        'messages.create()',
+      ],
+      [
+        'geminiAdapter',
+        () => geminiAdapter({ client: { models: null } as never, model: 'm' }),
+        'models.generateContent()',
+      ],
+      [
+        'geminiAdapter',
+        () => geminiAdapter({ client: FAKE_CLIENTS.openaiAdapter as never, model: 'm' }),
+        'models.generateContent()',
+      ],
+    ];
+    for (const [name, call, method] of cases) {
+      const err = refusal(call);
+      expect(isHandoffLedgerError(err), `${name} ${method}`).toBe(true);
+      expect(err, `${name} ${method}`).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(
+          new RegExp(`^${name}: the client has no ${method.replace(/[.()]/g, '\\$&')}, which`),
+        ),
+      });
+    }
+    // A getter on the way that throws: refused, its error the cause.
+    const throwing = Object.defineProperty({}, 'messages', {
+      get() {
+        throw new Error('lazy resource failed');
+      },
+    });
+    expect(refusal(() => anthropicAdapter({ client: throwing as never, model: 'm' }))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: "anthropicAdapter: reading the client's messages.create() failed",
+      cause: { message: 'lazy resource failed' },
+    });
+    // Duck-typed, no stricter: a method on the prototype (an SDK's resource class), a getter (a wrapper), a Proxy, a
+    // function object as a resource; the method looked up at each call, as before.
+    class Messages {
+      create() {
+        return Promise.resolve({ content: [], stop_reason: 'end_turn' });
+      }
+    }
+    const viaGetter = {
+      get messages() {
+        return new Messages();
+      },
+    };
+    const proxied = new Proxy({}, { get: (_t, key) => (key === 'models' ? { generateContent: unused } : undefined) });
+    const fnResource = Object.assign(() => undefined, { create: unused });
+    expect(typeof anthropicAdapter({ client: { messages: new Messages() } as never, model: 'm' })).toBe('function');
+    expect(typeof anthropicAdapter({ client: viaGetter as never, model: 'm' })).toBe('function');
+    expect(typeof geminiAdapter({ client: proxied as never, model: 'm' })).toBe('function');
+    expect(typeof openaiAdapter({ client: { responses: fnResource } as never, model: 'm' })).toBe('function');
+    expect(
+      typeof openaiAdapter({ client: { chat: { completions: { create: unused } } } as never, model: 'm', api: 'chat' }),
+    ).toBe('function');
+  });
+
+  it('the real SDK clients are taken (no request is made)', async () => {
+    const { default: OpenAI } = await import('openai');
+    const { default: Anthropic } = await import('@anthropic-ai/sdk');
+    const { GoogleGenAI } = await import('@google/genai');
+    const openai = new OpenAI({ apiKey: 'k', baseURL: 'http://127.0.0.1:9' });
+    for (const api of ['responses', 'chat'] as const)
+      expect(typeof openaiAdapter({ client: openai, model: 'm', api })).toBe('function');
+    expect(
+      typeof anthropicAdapter({ client: new Anthropic({ apiKey: 'k', baseURL: 'http://127.0.0.1:9' }), model: 'm' }),
+    ).toBe('function');
+    expect(typeof geminiAdapter({ client: new GoogleGenAI({ apiKey: 'k' }), model: 'm' })).toBe('function');
   });
 
   it('aiSdkAdapter takes a LanguageModel object as its model', () => {
