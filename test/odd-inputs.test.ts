@@ -652,21 +652,66 @@ describe('loadKeyFile, LocalSigner and openBundleDir', () => {
 });
 
 describe('a trust file given as bytes', () => {
-  it("parseTrustStore and openLedger's trust say bytes were given (a file read without an encoding), not 'version: expected 1'", async () => {
-    const text = JSON.stringify({ version: 1, keys: [] });
-    expect(parseTrustStore(text).keys).toEqual([]);
-    const message =
-      "trust store is malformed: bytes, not a trust file's text or JSON value (read it as text: readFileSync(file, 'utf8'))";
-    for (const bytes of [Buffer.from(text), new TextEncoder().encode(text)])
-      expect(() => parseTrustStore(bytes)).toThrow(expect.objectContaining({ code: 'TRUST_INVALID', message }));
+  it("parseTrustStore and openLedger's trust read a trust file's bytes as its text: a Buffer, an ArrayBuffer, any view", async () => {
+    const signer = new LocalSigner(generateJwk());
+    const text = JSON.stringify({
+      version: 1,
+      keys: [
+        {
+          host: 'other',
+          keyId: signer.keyId,
+          publicKey: Buffer.from(signer.publicKey).toString('base64url'),
+          notBefore: '2026-01-01T00:00:00.000Z',
+        },
+      ],
+    });
+    const expected = parseTrustStore(text);
+    expect(expected.keys).toHaveLength(1);
+    const utf8 = new TextEncoder().encode(text);
+    const padded = new Uint8Array(utf8.length + 8);
+    padded.set(utf8, 3);
+    // readFileSync(file), fetch(url).then((r) => r.arrayBuffer()), a view from its own offset: each was refused (a
+    // Uint8Array 'bytes, not a trust file's text') or judged as an object (an ArrayBuffer: 'version: expected 1').
+    for (const [what, bytes] of [
+      ['Buffer', Buffer.from(text)],
+      ['Uint8Array', utf8],
+      ['ArrayBuffer', utf8.slice().buffer],
+      ['subarray', padded.subarray(3, 3 + utf8.length)],
+      ['DataView', new DataView(padded.buffer, 3, utf8.length)],
+    ] as const)
+      expect(parseTrustStore(bytes), what).toEqual(expected);
+    // Bytes are judged as their text is: not UTF-8, not JSON, off the schema.
+    expect(() => parseTrustStore(new Uint8Array([0x7b, 0xff, 0x7d]))).toThrow(
+      expect.objectContaining({
+        code: 'TRUST_INVALID',
+        message: 'trust store is not UTF-8 text (a trust file is UTF-8 JSON)',
+      }),
+    );
+    expect(() => parseTrustStore(new TextEncoder().encode('{').buffer)).toThrow(
+      expect.objectContaining({ code: 'TRUST_INVALID', message: 'trust store is not valid JSON' }),
+    );
+    expect(() => parseTrustStore(new TextEncoder().encode('{"version":2,"keys":[]}').buffer)).toThrow(
+      expect.objectContaining({
+        code: 'TRUST_INVALID',
+        message: expect.stringMatching(/^trust store is malformed: version/) as string,
+      }),
+    );
+    // openLedger's trust passes through parseTrustStore: the bytes are read, a bad file refused with nothing made.
     const parent = tempDir();
     await expect(
-      openLedger({ host: 'h', root: join(parent, 'store'), trust: Buffer.from(text) as never }),
+      openLedger({ host: 'h', root: join(parent, 'bad'), trust: Buffer.from('{"version":2}') as never }),
     ).rejects.toMatchObject({
       code: 'TRUST_INVALID',
-      message,
+      message: expect.stringMatching(/^trust store is malformed: version/) as string,
     });
     expect(readdirSync(parent)).toEqual([]);
+    const ledger = await openLedger({
+      host: 'h',
+      root: join(parent, 'store'),
+      trust: utf8.slice().buffer as never,
+      onNotice: () => {},
+    });
+    await ledger.close();
   });
 });
 

@@ -22,6 +22,7 @@ import { readOptionFieldsAs, shownValue, type NamesEveryField } from '../../stor
 import { idSchema } from '../format/ids.js';
 import { timestampSchema } from '../format/manifest.js';
 import { describeZodError } from '../format/zod-issue.js';
+import { fileBytes } from '../encoding/file-bytes.js';
 
 export const BUNDLE_FORMAT = 'handoff-ledger-bundle';
 export const BUNDLE_VERSION = 1;
@@ -200,7 +201,11 @@ export interface MemoryBundleInput {
    * refuses text that is not a header as `BUNDLE_INVALID`); absent, the bundle is read as one without a header.
    */
   header?: string;
-  manifests: string | Uint8Array;
+  /**
+   * manifests.jsonl's text or bytes: an ArrayBuffer (`await response.arrayBuffer()`), a Uint8Array or Node Buffer, any
+   * other typed array or a DataView (read over the same memory, not copied).
+   */
+  manifests: string | ArrayBuffer | ArrayBufferView;
   /** A digest's bytes; given, the bundle is one with blobs. */
   blobs?: ReadonlyMap<string, Uint8Array>;
   treeFiles?: Partial<Record<BundleTreeFile, string>>;
@@ -231,8 +236,11 @@ export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
     'memoryBundleReader input',
     auditUsage,
   ) as MemoryBundleInput;
-  if (typeof input.manifests !== 'string' && !(input.manifests instanceof Uint8Array))
-    throw auditUsage('memoryBundleReader input: manifests must be the text or bytes of manifests.jsonl');
+  const manifestBytes = typeof input.manifests === 'string' ? undefined : fileBytes(input.manifests);
+  if (typeof input.manifests !== 'string' && manifestBytes === undefined)
+    throw auditUsage(
+      `memoryBundleReader input: manifests must be the text or bytes of manifests.jsonl, not ${shownValue(input.manifests)}`,
+    );
   // Refused here, not later as a bundle fault: a parsed header would have read as a bundle.json that is no JSON
   // (BUNDLE_INVALID), a plain object of blobs as a TypeError at the first blob read.
   if (input.header !== undefined && typeof input.header !== 'string')
@@ -247,7 +255,7 @@ export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
     throw auditUsage(
       `memoryBundleReader input: treeFiles must be an object of file name to text, not ${shownValue(input.treeFiles)}`,
     );
-  const bytes = typeof input.manifests === 'string' ? new TextEncoder().encode(input.manifests) : input.manifests;
+  const bytes = manifestBytes ?? new TextEncoder().encode(input.manifests as string);
   const reader: BundleReader = {
     header: async () => input.header,
     async *manifests() {

@@ -16,6 +16,7 @@ import { errorText, typeName } from '../../store/errors.js';
 import { bytesToHex, digestOf, type Digest } from '../../store/hash/digest.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { canonicalBytes } from '../encoding/canonical.js';
+import { fileBytes, fileText } from '../encoding/file-bytes.js';
 import { byText } from '../format/trust.js';
 import { auditUsage } from './errors.js';
 import { readWholeNumber } from '../encoding/whole-number.js';
@@ -40,19 +41,23 @@ export interface WitnessSummary {
 const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 
 /**
- * Parses a witness keys file: one C2SP `cosignature/v1` verifier key per line; blank lines and lines
- * starting with `#` are skipped. @throws ManifestError `KEY_INVALID` naming the line, or saying the input is not
- * text (the file's bytes, read without an encoding, were a TypeError: `text.split is not a function`)
+ * Parses a witness keys file: one C2SP `cosignature/v1` verifier key per line; blank lines and lines starting with
+ * `#` are skipped. Takes the file's text or its bytes (UTF-8: an ArrayBuffer, as `fetch(url).then((r) =>
+ * r.arrayBuffer())` gives it, a Uint8Array or Node Buffer, as `readFileSync(file)` does, any other typed array or a
+ * DataView). @throws ManifestError `KEY_INVALID` naming the line, or saying the input is neither text nor bytes (a
+ * TypeError once: `text.split is not a function`) or the bytes are not UTF-8
  */
-export function parseWitnessKeys(text: string): CosignerKey[] {
-  const given: unknown = text;
-  if (typeof given !== 'string') {
-    const what = given instanceof Uint8Array ? 'bytes' : typeName(given);
+export function parseWitnessKeys(file: string | ArrayBuffer | ArrayBufferView): CosignerKey[] {
+  const given: unknown = file;
+  const bytes = fileBytes(given);
+  const text = bytes === undefined ? given : fileText(bytes);
+  if (bytes !== undefined && text === undefined)
+    throw new ManifestError('KEY_INVALID', 'witness keys: the bytes are not UTF-8 text');
+  if (typeof text !== 'string')
     throw new ManifestError(
       'KEY_INVALID',
-      `witness keys: not text (${what}); pass the file's text, e.g. readFileSync(file, 'utf8')`,
+      `witness keys: not text (${typeName(text)}); pass the file's text or bytes, e.g. readFileSync(file)`,
     );
-  }
   const keys: CosignerKey[] = [];
   const seen = new Set<string>();
   text.split('\n').forEach((raw, i) => {

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { decodeBase64Url } from '../encoding/base64.js';
+import { fileBytes, fileText } from '../encoding/file-bytes.js';
 import { canonicalBytes } from '../encoding/canonical.js';
 import { ManifestError } from '../errors.js';
 import { idSchema } from './ids.js';
@@ -128,18 +129,23 @@ export function keyIdOf(publicKey: Uint8Array): string {
 /** The largest trust file read (a trust file names keys: a few KiB; an enormous one is refused, never read). */
 export const MAX_TRUST_FILE_BYTES = 16 * 1024 * 1024;
 
-/** Parses a trust store from untrusted JSON text or value. @throws ManifestError `TRUST_INVALID` */
-export function parseTrustStore(input: string | unknown): TrustStore {
-  // The file's bytes (read without an encoding) were judged as an object: 'version: Invalid input: expected 1'.
-  if (input instanceof Uint8Array)
-    throw new ManifestError(
-      'TRUST_INVALID',
-      "trust store is malformed: bytes, not a trust file's text or JSON value (read it as text: readFileSync(file, 'utf8'))",
-    );
+/**
+ * Parses a trust store from untrusted input: a trust file's text, its bytes (UTF-8: an ArrayBuffer, as
+ * `fetch(url).then((r) => r.arrayBuffer())` gives it, a Uint8Array or Node Buffer, as `readFileSync(file)` does, any
+ * other typed array or a DataView), or its parsed JSON value.
+ * @throws ManifestError `TRUST_INVALID` for input that is not a trust store (bytes that are not UTF-8, text that is not
+ *   JSON, a value off the schema)
+ */
+export function parseTrustStore(input: string | ArrayBuffer | ArrayBufferView | unknown): TrustStore {
   let value = input;
-  if (typeof input === 'string') {
+  // A file's bytes are its text (they were refused, and before that judged as an object: 'version: expected 1').
+  const bytes = fileBytes(input);
+  const text = bytes === undefined ? input : fileText(bytes);
+  if (bytes !== undefined && text === undefined)
+    throw new ManifestError('TRUST_INVALID', 'trust store is not UTF-8 text (a trust file is UTF-8 JSON)');
+  if (typeof text === 'string') {
     try {
-      value = JSON.parse(input);
+      value = JSON.parse(text);
     } catch (err) {
       throw new ManifestError('TRUST_INVALID', 'trust store is not valid JSON', { cause: err });
     }

@@ -48,11 +48,29 @@ describe('witnessDigest', () => {
 });
 
 describe('parseWitnessKeys', () => {
-  it('refuses what is not text with KEY_INVALID saying so, never a TypeError (a file read without an encoding)', () => {
+  it("takes the file's bytes as its text: a Buffer, an ArrayBuffer (fetch's arrayBuffer()), any ArrayBufferView", () => {
+    const text = `# pinned\n${vkey('w.example/a', 1)}\r\n${vkey('w.example/b', 2)}\n`;
+    const expected = parseWitnessKeys(text);
+    expect(expected).toHaveLength(2);
+    const utf8 = new TextEncoder().encode(text);
+    // A view that does not start at its buffer's start (a pooled Buffer's, a subarray) is read from its own offset.
+    const padded = new Uint8Array(utf8.length + 8).fill(0x41);
+    padded.set(utf8, 5);
+    const inside = padded.subarray(5, 5 + utf8.length);
+    for (const [what, bytes] of [
+      ['Buffer', Buffer.from(text)],
+      ['Uint8Array', utf8],
+      ['ArrayBuffer', utf8.slice().buffer],
+      ['subarray', inside],
+      ['DataView', new DataView(padded.buffer, 5, utf8.length)],
+    ] as const)
+      expect(parseWitnessKeys(bytes), what).toEqual(expected);
+  });
+
+  it('refuses what is neither text nor bytes, and bytes that are not UTF-8, with KEY_INVALID saying so, never a TypeError', () => {
     const line = vkey('w.example/a', 1);
-    expect(parseWitnessKeys(`${line}\n`)).toHaveLength(1);
-    // readFileSync(file) without 'utf8' gives a Buffer: it threw TypeError 'text.split is not a function'.
-    for (const text of [Buffer.from(`${line}\n`), new Uint8Array(3), undefined, null, 5, [line]]) {
+    // A number, a list of lines: it threw TypeError 'text.split is not a function'.
+    for (const text of [undefined, null, 5, [line], { text: line }]) {
       let thrown: unknown;
       try {
         parseWitnessKeys(text as never);
@@ -65,6 +83,10 @@ describe('parseWitnessKeys', () => {
         message: expect.stringMatching(/^witness keys: not text/) as string,
       });
     }
+    for (const bytes of [new Uint8Array([0xff, 0x0a]), new Uint8Array([0xc3]).buffer])
+      expect(() => parseWitnessKeys(bytes)).toThrow(
+        expect.objectContaining({ code: 'KEY_INVALID', message: 'witness keys: the bytes are not UTF-8 text' }),
+      );
   });
 });
 
