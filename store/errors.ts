@@ -266,6 +266,24 @@ export function shownValue(value: unknown, max = 40): string {
 }
 
 /**
+ * An argument a primitive takes as bytes, as its type says: a Uint8Array (a Node Buffer is one), of `length` bytes
+ * when given. Anything else (undefined, a string, an ArrayBuffer, an array of numbers) is `INVALID_ARGUMENT` naming
+ * the argument: it was a TypeError or RangeError from inside (`Cannot read properties of undefined (reading
+ * 'length')`, `offset is out of bounds`), or was hashed as something else (a string as zero bytes, or as its text).
+ */
+export function checkBytesArgument(
+  value: unknown,
+  name: string,
+  Class: ErrorClass<'INVALID_ARGUMENT'>,
+  length?: number,
+): asserts value is Uint8Array {
+  if (!(value instanceof Uint8Array))
+    throw new Class('INVALID_ARGUMENT', `${name} must be a Uint8Array, not ${shownValue(value)}`);
+  if (length !== undefined && value.length !== length)
+    throw new Class('INVALID_ARGUMENT', `${name} must be ${length} bytes, not ${value.length}`);
+}
+
+/**
  * A yes/no option as its type says: `true`, `false`, or absent (`undefined`, `null`: the default). Anything else (the
  * string `'false'` of an environment variable or a config file, a number) is `INVALID_ARGUMENT`: read by truthiness it
  * would mean yes, and read as `=== false` no, whatever was meant (`createHostKey: 'false'` made a host key).

@@ -98,8 +98,15 @@ export const bundleHeaderSchema = z.strictObject({
 
 export type BundleHeader = z.infer<typeof bundleHeaderSchema>;
 
-/** Parses a header from untrusted text. @throws AuditError `BUNDLE_INVALID` */
+/**
+ * Parses a header from untrusted text. @throws AuditError `BUNDLE_INVALID`; `USAGE` for text that is no string (a
+ *   parsed header: it was a TypeError, `text.startsWith is not a function`)
+ */
 export function parseBundleHeader(text: string): BundleHeader {
+  if (typeof text !== 'string')
+    throw auditUsage(
+      `parseBundleHeader: text must be ${BUNDLE_HEADER_FILE}'s text, not ${shownValue(text)} (pass the text as read, not a parsed header)`,
+    );
   if (text.length > MAX_HEADER_BYTES)
     throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE} is over ${MAX_HEADER_BYTES} bytes`);
   let value: unknown;

@@ -16,7 +16,7 @@ import type { ChainSummary, FindingSink } from './findings.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { isValidId } from '../format/id-pattern.js';
 import { equalBytes } from '../tlog/merkle.js';
-import { sessionHeadsOf, sessionHeadsRoot, verifySessionHead, type SessionHead } from '../tlog/session-heads.js';
+import { buildSessionHeads, sessionHeadsOf, verifySessionHead, type SessionHead } from '../tlog/session-heads.js';
 
 /** What step 10 established, for the report's `checked.completeness`. */
 export type CompletenessCoverage =
@@ -98,9 +98,9 @@ export async function verifySessionHeads(
   if (!filtered) {
     // Every chain is here: the index of their heads must be the committed one (a missing chain, a missing tail,
     // a replaced head all change it).
-    const computed = sessionHeadsRoot(
+    const computed = buildSessionHeads(
       chains.map((c) => ({ session: c.session, head: { seq: c.headSeq, id: c.head } })),
-    );
+    ).root;
     if (!equalBytes(computed, root))
       sink.add({
         code: 'SESSION_HEAD_MISMATCH',

@@ -15,6 +15,9 @@ export interface SignatureVerifier {
   verify(signature: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean;
 }
 
+/** Whether a verifier's argument is bytes at all (`verify` answers false for anything else). */
+export const isBytes = (value: unknown): value is Uint8Array => value instanceof Uint8Array;
+
 /** The group order L. */
 const L = 2n ** 252n + 27742317777372353535851937790883648493n;
 
@@ -69,6 +72,9 @@ export function isSmallOrderKey(publicKey: Uint8Array): boolean {
 export const nobleVerifier: SignatureVerifier = {
   name: 'noble',
   verify(signature, message, publicKey) {
+    // Anything but bytes is no signature, message or key: false, as the verifiers' contract says (never an exception;
+    // a missing signature or key was a TypeError reading its length).
+    if (!isBytes(signature) || !isBytes(message) || !isBytes(publicKey)) return false;
     if (signature.length !== 64 || publicKey.length !== 32) return false;
     try {
       // noble's strict decoding (y < p, no x = 0 with the sign bit), its small-order key refusal and S < L; then the

@@ -10,6 +10,7 @@ import {
   encodeBase64,
 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
+import { checkBytesArgument, shownValue } from '../../store/errors.js';
 
 export interface EnvelopeSignature {
   /** DSSE: an optional, unauthenticated hint at the signing key. The library always writes it. */
@@ -52,8 +53,12 @@ function paeFrame(payloadType: string, bodyLength: number): { message: Uint8Arra
   return { message, bodyAt: prefix.length + length.length };
 }
 
-/** DSSE pre-authentication encoding: `DSSEv1 <len> <type> <len> <body>` with byte lengths. */
+/**
+ * DSSE pre-authentication encoding: `DSSEv1 <len> <type> <len> <body>` with byte lengths.
+ * @throws ManifestError `INVALID_ARGUMENT` for a payload type that is no string or a payload that is no Uint8Array
+ */
 export function pae(payloadType: string, payload: Uint8Array): Uint8Array {
+  checkPayloadArguments('pae', payloadType, payload);
   const { message, bodyAt } = paeFrame(payloadType, payload.length);
   message.set(payload, bodyAt);
   return message;
@@ -79,7 +84,32 @@ export interface Signer {
   sign(message: Uint8Array): Uint8Array | Promise<Uint8Array>;
 }
 
+/**
+ * `payloadType` and `payload` as their types say: a payload type that is no string was signed as its text (`5`,
+ * `undefined`), a payload that is no Uint8Array was a TypeError or RangeError from inside.
+ */
+function checkPayloadArguments(call: string, payloadType: unknown, payload: unknown): void {
+  if (typeof payloadType !== 'string')
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `${call}: the payload type must be a string, not ${shownValue(payloadType)}`,
+    );
+  checkBytesArgument(payload, `${call}: the payload`, ManifestError);
+}
+
+/**
+ * A DSSE envelope of `payload` signed by `signer`.
+ * @throws ManifestError `INVALID_ARGUMENT` for a payload type that is no string, a payload that is no Uint8Array or a
+ *   signer without a `sign` function and a string `keyId`; `KEY_INVALID` when the signer returns no 64-byte signature
+ */
 export async function signEnvelope(payloadType: string, payload: Uint8Array, signer: Signer): Promise<Envelope> {
+  checkPayloadArguments('signEnvelope', payloadType, payload);
+  const given = signer as { sign?: unknown; keyId?: unknown } | null | undefined;
+  if (typeof given?.sign !== 'function' || typeof given.keyId !== 'string')
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      'signEnvelope: signer must be { keyId: string, publicKey: Uint8Array, sign(message): Uint8Array | Promise<Uint8Array> }',
+    );
   const sig = await signer.sign(pae(payloadType, payload));
   if (!(sig instanceof Uint8Array) || sig.length !== 64) {
     throw new ManifestError('KEY_INVALID', `signer ${signer.keyId} returned a malformed signature`);
@@ -87,8 +117,16 @@ export async function signEnvelope(payloadType: string, payload: Uint8Array, sig
   return { payloadType, payload: encodeBase64(payload), signatures: [{ keyid: signer.keyId, sig: encodeBase64(sig) }] };
 }
 
-/** The stored text of an envelope (one line, no trailing newline). */
+/**
+ * The stored text of an envelope (one line, no trailing newline).
+ * @throws ManifestError `INVALID_ARGUMENT` for an envelope that is no object
+ */
 export function serializeEnvelope(envelope: Envelope): string {
+  if (typeof envelope !== 'object' || envelope === null)
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `serializeEnvelope: the envelope must be an object, not ${shownValue(envelope)}`,
+    );
   return JSON.stringify({
     payloadType: envelope.payloadType,
     payload: envelope.payload,

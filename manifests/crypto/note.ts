@@ -8,6 +8,7 @@
 import { sha256 } from './sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
+import { checkBytesArgument, shownValue } from '../../store/errors.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 
 /** The signed-note algorithm byte of Ed25519 keys. */
@@ -143,8 +144,14 @@ function computeKeyHash(alg: number, name: string, publicKey: Uint8Array): numbe
   return ((h[0]! << 24) | (h[1]! << 16) | (h[2]! << 8) | h[3]!) >>> 0;
 }
 
-/** The signed-note key hash of an Ed25519 key: big-endian uint32 of SHA-256(name ‖ "\n" ‖ 0x01 ‖ key)[0:4]. */
+/**
+ * The signed-note key hash of an Ed25519 key: big-endian uint32 of SHA-256(name ‖ "\n" ‖ 0x01 ‖ key)[0:4].
+ * @throws ManifestError `INVALID_ARGUMENT` for a name that is no string or a key that is no Uint8Array
+ */
 export function noteKeyHash(name: string, publicKey: Uint8Array): number {
+  if (typeof name !== 'string')
+    throw new ManifestError('INVALID_ARGUMENT', `noteKeyHash: the key name must be a string, not ${shownValue(name)}`);
+  checkBytesArgument(publicKey, 'noteKeyHash: the Ed25519 public key', ManifestError);
   return ed25519KeyHash(ALG_ED25519, name, publicKey);
 }
 
@@ -204,16 +211,33 @@ function assertValidText(text: string, what: string): void {
 
 /**
  * Signs a note text (non-empty, `\n`-terminated, no control characters but newline) with each signer.
- * @throws ManifestError `NOTE_MALFORMED`, `KEY_INVALID`
+ * @throws ManifestError `NOTE_MALFORMED`, `KEY_INVALID` (a signer that is none: no object, an invalid key name, no
+ *   `sign` function, a public key that is not 32 bytes, or a signature that is not 64 bytes), `INVALID_ARGUMENT` for
+ *   signers that are no array (nor other iterable)
  */
 export async function signNote(text: string, signers: NoteSigner[]): Promise<string> {
   if (typeof text !== 'string' || !text.endsWith('\n'))
     throw new ManifestError('NOTE_MALFORMED', 'a note text must end with a newline');
   assertValidText(text, 'the note text');
+  // Each signer judged before any signs (a TypeError once: `signers is not iterable`, `reading 'name'`).
+  const iterable = signers as unknown as { [Symbol.iterator]?: unknown } | null | undefined;
+  if (typeof iterable !== 'object' || iterable === null || typeof iterable[Symbol.iterator] !== 'function')
+    throw new ManifestError('INVALID_ARGUMENT', `signNote: signers must be an array, not ${shownValue(signers)}`);
+  const list = [...signers];
+  for (const [i, signer] of list.entries()) {
+    const given = signer as Partial<NoteSigner> | null | undefined;
+    if (typeof given !== 'object' || given === null)
+      throw new ManifestError('KEY_INVALID', `note signer ${i + 1} is not a signer: ${shownValue(given)}`);
+    if (!isValidKeyName(given.name as string)) throw new ManifestError('KEY_INVALID', `invalid note key name`);
+    if (typeof given.sign !== 'function' || !(given.publicKey instanceof Uint8Array) || given.publicKey.length !== 32)
+      throw new ManifestError(
+        'KEY_INVALID',
+        `note signer ${given.name} must be { name, publicKey: 32 bytes, sign(message): Uint8Array | Promise<Uint8Array> }`,
+      );
+  }
   const message = encoder.encode(text);
   let sigs = '';
-  for (const signer of signers) {
-    if (!isValidKeyName(signer.name)) throw new ManifestError('KEY_INVALID', `invalid note key name`);
+  for (const signer of list) {
     const sig = await signer.sign(message);
     if (!(sig instanceof Uint8Array) || sig.length !== 64)
       throw new ManifestError('KEY_INVALID', `note signer ${signer.name} returned a malformed signature`);

@@ -57,6 +57,11 @@ export function isCheckpointOrigin(origin: string): boolean {
 
 /** The checkpoint body. @throws ManifestError `CHECKPOINT_INVALID` */
 export function formatCheckpoint(c: Checkpoint): string {
+  // No object, or extensions that are no list of text: a TypeError once (`c.extensions is not iterable`), and the
+  // bytes of a Uint8Array extension were written as `0,0,0`.
+  if (typeof c !== 'object' || c === null) throw invalid('not a checkpoint object');
+  if (!Array.isArray(c.extensions) || !c.extensions.every((e) => typeof e === 'string'))
+    throw invalid('the extensions must be an array of lines of text');
   if (!isValidOrigin(c.origin)) throw invalid('the origin must be a non-empty name without spaces or "+"');
   if (!Number.isSafeInteger(c.size) || c.size < 0) throw invalid('the size must be a non-negative integer');
   if (!(c.root instanceof Uint8Array) || c.root.length !== HASH_SIZE) throw invalid('the root must be 32 bytes');

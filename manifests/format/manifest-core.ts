@@ -4,6 +4,8 @@
  * and the auditor's worker threads load this, not zod. Isomorphic.
  */
 import { digestOf, type Digest } from '../../store/hash/digest.js';
+import { checkBytesArgument } from '../../store/errors.js';
+import { ManifestError } from '../errors.js';
 
 export const MANIFEST_PAYLOAD_TYPE = 'application/vnd.handoff-ledger.manifest.v1+json';
 export const SUMMARY_MEDIA_TYPE = 'application/vnd.handoff-ledger.summary.v1+json';
@@ -21,7 +23,11 @@ export function isManifestTimestamp(value: unknown): value is string {
   return !Number.isNaN(ms) && new Date(ms).toISOString() === value;
 }
 
-/** Manifest id: BLAKE3 of the exact payload bytes. Chains link by this id, never by signature bytes. */
+/**
+ * Manifest id: BLAKE3 of the exact payload bytes. Chains link by this id, never by signature bytes.
+ * @throws ManifestError `INVALID_ARGUMENT` for a payload that is no Uint8Array
+ */
 export function manifestId(payload: Uint8Array): Digest {
+  checkBytesArgument(payload, 'manifestId: the payload', ManifestError);
   return digestOf(payload);
 }

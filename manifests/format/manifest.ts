@@ -47,7 +47,10 @@ export const manifestSchema = z
 
 export type Manifest = z.infer<typeof manifestSchema> & { prev: Digest | null };
 
-/** The canonical payload bytes of a manifest (what is signed and hashed). */
+/**
+ * The canonical payload bytes of a manifest (what is signed and hashed). It checks no schema (`verifyManifestEnvelope`
+ * does). @throws TypeError as `canonicalBytes`, for a value RFC 8785 cannot encode
+ */
 export function encodeManifest(manifest: Manifest): Uint8Array {
   return canonicalBytes(manifest);
 }

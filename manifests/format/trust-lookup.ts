@@ -3,7 +3,7 @@
  * verifiers' fast path and the auditor's worker threads load this, not the schemas. Isomorphic.
  */
 import { decodeBase64Url } from '../encoding/base64.js';
-import type { ManifestErrorCode } from '../errors.js';
+import { ManifestError, type ManifestErrorCode } from '../errors.js';
 import type { TrustedKey, TrustStore } from './trust.js';
 
 export type KeyLookup =
@@ -20,8 +20,14 @@ const quoted = (value: string): string => JSON.stringify(value.length > 100 ? `$
  *
  * The key is found through an index of the store's `keys` list, built at the first lookup in it (see `keyIndex`):
  * a chain of 100,000 manifests under a 10,000-key store looks each one up in constant time, not by a scan.
+ * @throws ManifestError `TRUST_INVALID` for a trust store that is no object or whose `keys` is no list (as `mergeTrust`
+ *   and `trustDigest` refuse it; it was a TypeError, `Cannot read properties of null (reading 'keys')`)
  */
 export function findTrustedKey(trust: TrustStore, host: string, keyId: string, at: string): KeyLookup {
+  if (typeof trust !== 'object' || trust === null)
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
+  if (!Array.isArray(trust.keys))
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: keys is not a list');
   const key = listedKey(trust, host, keyId);
   const named = () => `key ${quoted(keyId)} of host ${quoted(host)}`;
   if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `${named()} is not trusted` };

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
+import { checkBytesArgument } from '../../store/errors.js';
 import { decodeBase64Url } from '../encoding/base64.js';
 import { fileBytes, fileText } from '../encoding/file-bytes.js';
 import { canonicalBytes } from '../encoding/canonical.js';
@@ -107,12 +108,18 @@ export const checkpointRevocationKey = (k: { host: string; vkey: string }): stri
  * The unrevoked checkpoint keys of a trust store, as note verifiers (optionally only those named `origin`): a key
  * its host revokes in any listing is left out (`revokedCheckpointListings`). `withRevoked` adds the revoked ones: only
  * for a ledger reading back the pin in its own root (see CheckpointGuard).
+ * @throws ManifestError `TRUST_INVALID` for a store built by hand that is none (as `trustDigest`; it was a TypeError,
+ *   `Cannot read properties of null (reading 'checkpointKeys')`), `KEY_INVALID` for a verifier key that does not parse
  */
 export function checkpointVerifiers(
   trust: TrustStore,
   origin?: string,
   options: { withRevoked?: boolean } = {},
 ): NoteVerifierKey[] {
+  if (typeof trust !== 'object' || trust === null)
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
+  if (trust.checkpointKeys !== undefined && !Array.isArray(trust.checkpointKeys))
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: checkpointKeys is not a list');
   const revoked = options.withRevoked === true ? new Set<string>() : revokedCheckpointListings(trust);
   return (trust.checkpointKeys ?? [])
     .filter((k) => !revoked.has(checkpointRevocationKey(k)))
@@ -121,8 +128,12 @@ export function checkpointVerifiers(
 }
 export type TrustStore = z.infer<typeof trustStoreSchema>;
 
-/** Key ids derived from the public key: `ed25519:` + the first 128 bits of its BLAKE3, in hex. */
+/**
+ * Key ids derived from the public key: `ed25519:` + the first 128 bits of its BLAKE3, in hex.
+ * @throws ManifestError `INVALID_ARGUMENT` for a public key that is no Uint8Array
+ */
 export function keyIdOf(publicKey: Uint8Array): string {
+  checkBytesArgument(publicKey, 'keyIdOf: the public key', ManifestError);
   return `ed25519:${digestOf(publicKey).slice(7, 39)}`;
 }
 

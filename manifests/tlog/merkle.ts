@@ -8,14 +8,18 @@
  * that 64-bit trees never meet JavaScript's 32-bit bitwise operators.
  */
 import { sha256 } from '../crypto/sha256.js';
+import { checkBytesArgument } from '../../store/errors.js';
+import { ManifestError } from '../errors.js';
 
 export const HASH_SIZE = 32;
 
 /** RFC 6962 section 2.1: MTH({}) = SHA-256(""). */
 export const EMPTY_ROOT: Uint8Array = sha256(new Uint8Array(0));
 
-/** MTH({d}) = SHA-256(0x00 || d). */
+/** MTH({d}) = SHA-256(0x00 || d). @throws ManifestError `INVALID_ARGUMENT` for a leaf that is no Uint8Array */
 export function leafHash(leaf: Uint8Array): Uint8Array {
+  // A string was hashed as that many zero bytes (Uint8Array.set of its characters), an object as none.
+  checkBytesArgument(leaf, 'leafHash: the leaf', ManifestError);
   const buf = new Uint8Array(leaf.length + 1);
   buf.set(leaf, 1);
   return sha256(buf);
@@ -27,8 +31,10 @@ export function leafHash(leaf: Uint8Array): Uint8Array {
  */
 const NODE_INPUT = new Uint8Array(1 + 2 * HASH_SIZE);
 
-/** SHA-256(0x01 || left || right). */
+/** SHA-256(0x01 || left || right). @throws ManifestError `INVALID_ARGUMENT` for a side that is no Uint8Array */
 export function nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
+  checkBytesArgument(left, 'nodeHash: left', ManifestError);
+  checkBytesArgument(right, 'nodeHash: right', ManifestError);
   return domainHash(1, left, right);
 }
 

@@ -20,6 +20,7 @@ import { sha256 } from '../crypto/sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { domainHash, equalBytes, type ProofResult } from './merkle.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
+import { shownValue } from '../../store/errors.js';
 
 export const KEY_BITS = 256;
 const LEAF = 0x10;
@@ -513,9 +514,38 @@ export function buildSessionHeads(heads: Iterable<{ session: string; head: Sessi
   return { root, nodes };
 }
 
-/** The root alone (an auditor recomputing a full bundle's index, fsck). */
-export const sessionHeadsRoot = (heads: Iterable<{ session: string; head: SessionHead }>): Uint8Array =>
-  buildSessionHeads(heads).root;
+/**
+ * The root alone (an auditor recomputing a full bundle's index, fsck).
+ * @throws ManifestError `INVALID_ARGUMENT` for heads that are no iterable of `{ session: string, head: { seq, id } }`
+ *   (a seq that is no non-negative integer, an id that is no string): each was a TypeError, or hashed as it was
+ *   (`{"id":undefined,"seq":undefined}` for a head that was a number), a root of heads that were none
+ */
+export function sessionHeadsRoot(heads: Iterable<{ session: string; head: SessionHead }>): Uint8Array {
+  const given = heads as unknown as { [Symbol.iterator]?: unknown } | null | undefined;
+  if (typeof given !== 'object' || given === null || typeof given[Symbol.iterator] !== 'function')
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `sessionHeadsRoot: heads must be an iterable, not ${shownValue(heads)}`,
+    );
+  const list = [...heads];
+  list.forEach((h, i) => {
+    const entry = h as { session?: unknown; head?: { seq?: unknown; id?: unknown } | null } | null | undefined;
+    const head = typeof entry === 'object' && entry !== null ? entry.head : undefined;
+    if (
+      typeof entry?.session !== 'string' ||
+      typeof head !== 'object' ||
+      head === null ||
+      typeof head.id !== 'string' ||
+      !Number.isSafeInteger(head.seq) ||
+      (head.seq as number) < 0
+    )
+      throw new ManifestError(
+        'INVALID_ARGUMENT',
+        `sessionHeadsRoot: heads[${i}] must be { session: string, head: { seq: whole number from 0, id: string } }`,
+      );
+  });
+  return buildSessionHeads(list).root;
+}
 
 /**
  * The proof for `session` from a stored index, with the head hash found where its path ends (the caller

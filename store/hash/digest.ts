@@ -4,7 +4,7 @@
  */
 import { blake3 } from '@noble/hashes/blake3.js';
 import { createBLAKE3 } from 'hash-wasm';
-import { shownValue, StoreError } from '../errors.js';
+import { checkBytesArgument, shownValue, StoreError } from '../errors.js';
 
 export type Digest = `blake3:${string}`;
 
@@ -40,8 +40,9 @@ export function hexToBytes(hex: string): Uint8Array {
   return out;
 }
 
+/** A BLAKE3-256 digest's 32 bytes as `blake3:<64 hex>`. @throws StoreError `INVALID_ARGUMENT` for anything but 32 bytes */
 export function formatDigest(hash: Uint8Array): Digest {
-  if (hash.length !== 32) throw new RangeError('BLAKE3-256 digest must be 32 bytes');
+  checkBytesArgument(hash, 'formatDigest: the BLAKE3-256 digest', StoreError, 32);
   return `blake3:${bytesToHex(hash)}`;
 }
 
@@ -127,8 +128,11 @@ export const digestOfReady: Promise<void> = createBLAKE3().then(
 /**
  * BLAKE3 of small `bytes` (manifest payloads, keys), synchronously: WebAssembly once it is ready (~3 µs for
  * a manifest), the reference implementation until then and wherever WebAssembly is unavailable (~35 µs).
+ * @throws StoreError `INVALID_ARGUMENT` for anything but a Uint8Array (a string was hashed as its UTF-8 text once
+ *   WebAssembly was ready, and refused by the reference before: hash a string's `TextEncoder` bytes)
  */
 export function digestOf(bytes: Uint8Array): Digest {
+  checkBytesArgument(bytes, 'digestOf: bytes', StoreError);
   return formatDigest(digestBytesOf(bytes));
 }
 

@@ -1,0 +1,221 @@
+/**
+ * The exported primitives (BLAKE3 digests, DSSE signing, signed notes and checkpoints, the Merkle and session-heads
+ * hashes, trust lookups, Ed25519 verification, the bundle header) given arguments their types do not allow, from
+ * JavaScript: a coded refusal naming the argument, never a TypeError or RangeError from inside, and never a value
+ * hashed or signed as something else. The verifiers answer false, as their contract says (never an exception).
+ * canonicalize, canonicalBytes and encodeVerifierKey are documented to throw TypeError, as JSON.stringify does, and
+ * are left so (encodeManifest is canonicalBytes).
+ */
+import { describe, expect, it } from 'vitest';
+import { digestOf, formatDigest, isHandoffLedgerError } from '../store/index.js';
+import {
+  checkpointVerifiers,
+  findTrustedKey,
+  formatCheckpoint,
+  keyIdOf,
+  manifestId,
+  nobleVerifier,
+  nodeVerifier,
+  noteKeyHash,
+  pae,
+  serializeEnvelope,
+  signEnvelope,
+  signNote,
+} from '../manifests/index.js';
+import { leafHash, nodeHash, parseBundleHeader, sessionHeadsRoot } from '../manifests/audit/index.js';
+import { LocalSigner, generateJwk } from '../src/index.js';
+
+const NOT_BYTES: unknown[] = [undefined, null, 5, 'abc', {}, [1, 2, 3], new ArrayBuffer(32)];
+
+/** What `call` threw (awaited): its class name, code and message; fails for an uncoded error or none. */
+async function refusal(call: () => unknown): Promise<{ name: string; code: string; message: string }> {
+  try {
+    await call();
+  } catch (err) {
+    if (isHandoffLedgerError(err)) return { name: err.name, code: err.code, message: err.message };
+    throw new Error(`uncoded: ${String(err)}`, { cause: err });
+  }
+  throw new Error('no error');
+}
+
+const signer = new LocalSigner(generateJwk());
+const noteSigner = { name: 'log.example/a', publicKey: signer.publicKey, sign: (m: Uint8Array) => signer.sign(m) };
+
+describe('the byte-taking primitives refuse what is no Uint8Array: INVALID_ARGUMENT naming the argument', () => {
+  const cases: Array<[string, (bad: never) => unknown, string, RegExp]> = [
+    ['digestOf', (b) => digestOf(b), 'StoreError', /^digestOf: bytes must be a Uint8Array, not /],
+    ['formatDigest', (b) => formatDigest(b), 'StoreError', /^formatDigest: the BLAKE3-256 digest must be a Uint8Array/],
+    ['manifestId', (b) => manifestId(b), 'ManifestError', /^manifestId: the payload must be a Uint8Array/],
+    ['keyIdOf', (b) => keyIdOf(b), 'ManifestError', /^keyIdOf: the public key must be a Uint8Array/],
+    ['leafHash', (b) => leafHash(b), 'ManifestError', /^leafHash: the leaf must be a Uint8Array/],
+    ['nodeHash left', (b) => nodeHash(b, new Uint8Array(32)), 'ManifestError', /^nodeHash: left must be a Uint8Array/],
+    ['nodeHash right', (b) => nodeHash(new Uint8Array(32), b), 'ManifestError', /^nodeHash: right must be/],
+    ['noteKeyHash', (b) => noteKeyHash('n', b), 'ManifestError', /^noteKeyHash: the Ed25519 public key must be a/],
+    ['pae', (b) => pae('t', b), 'ManifestError', /^pae: the payload must be a Uint8Array/],
+    ['signEnvelope', (b) => signEnvelope('t', b, signer), 'ManifestError', /^signEnvelope: the payload must be a/],
+  ];
+  it.each(cases)('%s', async (_name, call, name, message) => {
+    for (const bad of NOT_BYTES)
+      expect(await refusal(() => call(bad as never)), String(bad)).toMatchObject({
+        name,
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(message) as string,
+      });
+  });
+
+  it('digestOf hashes no string as its text (it did once WebAssembly was ready, and refused it before)', async () => {
+    expect(await refusal(() => digestOf('abc' as never))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(digestOf(new TextEncoder().encode('abc'))).toMatch(/^blake3:[0-9a-f]{64}$/);
+    expect(digestOf(Buffer.from('abc'))).toBe(digestOf(new TextEncoder().encode('abc')));
+  });
+
+  it('lengths: a digest is 32 bytes; a note key hash is of the key as given', async () => {
+    expect(await refusal(() => formatDigest(new Uint8Array(31)))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'formatDigest: the BLAKE3-256 digest must be 32 bytes, not 31',
+    });
+    expect(await refusal(() => noteKeyHash(5 as never, signer.publicKey))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'noteKeyHash: the key name must be a string, not 5',
+    });
+    // What the types allow is taken as ever.
+    expect(typeof noteKeyHash('n', signer.publicKey)).toBe('number');
+    expect(formatDigest(new Uint8Array(32))).toBe(`blake3:${'0'.repeat(64)}`);
+    expect(nodeHash(leafHash(new Uint8Array(0)), leafHash(new Uint8Array(1)))).toHaveLength(32);
+  });
+});
+
+describe('DSSE signing', () => {
+  it('a payload type that is no string is refused, not signed as its text', async () => {
+    for (const type of [undefined, null, 5, {}])
+      for (const call of [
+        () => pae(type as never, new Uint8Array(1)),
+        () => signEnvelope(type as never, new Uint8Array(1), signer),
+      ])
+        expect(await refusal(call), String(type)).toMatchObject({
+          code: 'INVALID_ARGUMENT',
+          message: expect.stringMatching(/^(pae|signEnvelope): the payload type must be a string, not /) as string,
+        });
+  });
+
+  it('a signer without sign or keyId is INVALID_ARGUMENT; a serialized envelope is an object', async () => {
+    for (const bad of [undefined, null, 5, {}, { keyId: 'k' }, { sign: () => new Uint8Array(64) }])
+      expect(
+        await refusal(() => signEnvelope('t', new Uint8Array(1), bad as never)),
+        JSON.stringify(bad),
+      ).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^signEnvelope: signer must be \{ keyId: string/) as string,
+      });
+    for (const bad of [undefined, null, 5])
+      expect(await refusal(() => serializeEnvelope(bad as never)), String(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: `serializeEnvelope: the envelope must be an object, not ${String(bad)}`,
+      });
+    const envelope = await signEnvelope('t', new Uint8Array(1), signer);
+    expect(JSON.parse(serializeEnvelope(envelope))).toEqual(envelope);
+  });
+});
+
+describe('signed notes and checkpoints: their documented codes', () => {
+  it('signNote: signers that are no list INVALID_ARGUMENT, a signer that is none KEY_INVALID', async () => {
+    for (const bad of [undefined, null, 5, {}])
+      expect(await refusal(() => signNote('a\n', bad as never)), String(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^signNote: signers must be an array, not /) as string,
+      });
+    for (const bad of [
+      undefined,
+      null,
+      { ...noteSigner, sign: undefined },
+      { ...noteSigner, publicKey: undefined },
+      { ...noteSigner, publicKey: new Uint8Array(31) },
+    ])
+      expect(await refusal(() => signNote('a\n', [noteSigner, bad as never])), String(bad)).toMatchObject({
+        code: 'KEY_INVALID',
+      });
+    // An array or another iterable of signers signs as before.
+    const note = await signNote('a\n', [noteSigner]);
+    expect(await signNote('a\n', new Set([noteSigner]) as never)).toBe(note);
+    expect(note).toMatch(/^a\n\n— log\.example\/a /);
+  });
+
+  it('formatCheckpoint: no object, or extensions that are no list of text, CHECKPOINT_INVALID', async () => {
+    const good = { origin: 'log.example/a', size: 1, root: new Uint8Array(32), extensions: [] as string[] };
+    for (const bad of [
+      undefined,
+      null,
+      { ...good, extensions: undefined },
+      { ...good, extensions: 'x' },
+      // The bytes of a Uint8Array extension were written as their numbers: `0,0,0`.
+      { ...good, extensions: [new Uint8Array(3)] },
+      { ...good, extensions: [5] },
+    ])
+      expect(await refusal(() => formatCheckpoint(bad as never)), JSON.stringify(bad)).toMatchObject({
+        code: 'CHECKPOINT_INVALID',
+      });
+    expect(formatCheckpoint({ ...good, extensions: ['x y'] })).toBe(
+      `log.example/a\n1\n${Buffer.alloc(32).toString('base64')}\nx y\n`,
+    );
+  });
+
+  it('parseBundleHeader: text that is no string (a parsed header) is USAGE; text that is no header BUNDLE_INVALID', async () => {
+    for (const bad of [undefined, null, {}, { format: 'handoff-ledger-bundle' }])
+      expect(await refusal(() => parseBundleHeader(bad as never)), String(bad)).toMatchObject({
+        name: 'AuditError',
+        code: 'USAGE',
+        message: expect.stringMatching(/^parseBundleHeader: text must be bundle\.json's text, not /) as string,
+      });
+    expect(await refusal(() => parseBundleHeader('{}'))).toMatchObject({ code: 'BUNDLE_INVALID' });
+  });
+});
+
+describe('session heads and trust lookups', () => {
+  it('sessionHeadsRoot: heads that are none are INVALID_ARGUMENT, not a TypeError or a root of nothing', async () => {
+    const head = { session: 's1', head: { seq: 0, id: `blake3:${'a'.repeat(64)}` } };
+    for (const bad of [undefined, null, 5, {}])
+      expect(await refusal(() => sessionHeadsRoot(bad as never)), String(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^sessionHeadsRoot: heads must be an iterable/) as string,
+      });
+    // A head that was a number hashed as {"id":undefined,"seq":undefined}.
+    for (const bad of [null, 5, { session: 's1' }, { session: 's1', head: 5 }, { ...head, head: { seq: -1, id: 'x' } }])
+      expect(await refusal(() => sessionHeadsRoot([head, bad] as never)), JSON.stringify(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^sessionHeadsRoot: heads\[1\] must be \{ session: string/) as string,
+      });
+    expect(sessionHeadsRoot([head])).toEqual(sessionHeadsRoot(new Map([[0, head]]).values()));
+  });
+
+  it('findTrustedKey and checkpointVerifiers: a store that is none is TRUST_INVALID, as mergeTrust says', async () => {
+    for (const bad of [undefined, null, 5, { version: 1 }, { version: 1, keys: 'x' }])
+      expect(
+        await refusal(() => findTrustedKey(bad as never, 'h', 'ed25519:00', '2026-01-01T00:00:00.000Z')),
+        JSON.stringify(bad),
+      ).toMatchObject({ code: 'TRUST_INVALID' });
+    for (const bad of [undefined, null, 5, { version: 1, keys: [], checkpointKeys: 'x' }])
+      expect(await refusal(() => checkpointVerifiers(bad as never)), JSON.stringify(bad)).toMatchObject({
+        code: 'TRUST_INVALID',
+      });
+    expect(findTrustedKey({ version: 1, keys: [] }, 'h', 'k', '2026-01-01T00:00:00.000Z')).toMatchObject({
+      ok: false,
+      code: 'KEY_UNTRUSTED',
+    });
+    expect(checkpointVerifiers({ version: 1, keys: [] })).toEqual([]);
+  });
+});
+
+describe('the Ed25519 verifiers', () => {
+  it('answer false for a signature, message or key that is no bytes, as for a bad signature: never an exception', () => {
+    const message = new Uint8Array([1, 2, 3]);
+    const signature = signer.sign(message) as Uint8Array;
+    for (const v of [nobleVerifier, nodeVerifier]) {
+      expect(v.verify(signature, message, signer.publicKey), v.name).toBe(true);
+      for (const bad of [...NOT_BYTES, Array.from({ length: 64 }, () => 0), Array.from({ length: 32 }, () => 0)]) {
+        expect(v.verify(bad as never, message, signer.publicKey), `${v.name} signature ${String(bad)}`).toBe(false);
+        expect(v.verify(signature, bad as never, signer.publicKey), `${v.name} message ${String(bad)}`).toBe(false);
+        expect(v.verify(signature, message, bad as never), `${v.name} key ${String(bad)}`).toBe(false);
+      }
+    }
+  });
+});
