@@ -7,7 +7,7 @@
  * are left so (encodeManifest is canonicalBytes).
  */
 import { describe, expect, it } from 'vitest';
-import { digestOf, formatDigest, isHandoffLedgerError } from '../store/index.js';
+import { digestOf, formatDigest, isHandoffLedgerError, loadHashBackend } from '../store/index.js';
 import {
   checkpointVerifiers,
   findTrustedKey,
@@ -82,6 +82,26 @@ describe('the byte-taking primitives refuse what is no Uint8Array: INVALID_ARGUM
     expect(typeof noteKeyHash('n', signer.publicKey)).toBe('number');
     expect(formatDigest(new Uint8Array(32))).toBe(`blake3:${'0'.repeat(64)}`);
     expect(nodeHash(leafHash(new Uint8Array(0)), leafHash(new Uint8Array(1)))).toHaveLength(32);
+  });
+});
+
+describe("every hash backend's Hasher.update refuses a chunk that is no Uint8Array alike", () => {
+  // The native backend's Hasher is the same wrapper as wasm's (singleUseHasher); its addon hashed a string and a number.
+  it.each(['noble', 'wasm'] as const)('%s', async (name) => {
+    const backend = await loadHashBackend(name);
+    // noble threw a TypeError, wasm an Error ('Invalid data type!') and hashed a string as its text.
+    for (const bad of NOT_BYTES) {
+      const h = await backend.create();
+      expect(await refusal(() => h.update(bad as never)), `${name} ${String(bad)}`).toMatchObject({
+        name: 'StoreError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^Hasher\.update: the chunk must be a Uint8Array, not /) as string,
+      });
+    }
+    const h = await backend.create();
+    h.update(Buffer.from('ab'));
+    h.update(new TextEncoder().encode('c'));
+    expect(formatDigest(await h.digest())).toBe(digestOf(new TextEncoder().encode('abc')));
   });
 });
 

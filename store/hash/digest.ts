@@ -48,10 +48,18 @@ export function formatDigest(hash: Uint8Array): Digest {
 
 /** An incremental BLAKE3-256 computation. */
 export interface Hasher {
+  /** @throws StoreError `INVALID_ARGUMENT` for a chunk that is no Uint8Array (the same refusal from every backend) */
   update(chunk: Uint8Array): void;
   /** The 32-byte digest; the hasher must not be used afterwards. */
   digest(): Uint8Array;
 }
+
+/**
+ * A chunk given to a Hasher's `update` as its type says. The backends disagreed on anything else: noble threw a
+ * TypeError, hash-wasm an Error ('Invalid data type!') but hashed a string as its UTF-8 text, the native addon hashed
+ * a string and a number too: one input, three answers.
+ */
+const checkChunk = (chunk: unknown) => checkBytesArgument(chunk, 'Hasher.update: the chunk', StoreError);
 
 /**
  * A Hasher over a backend's `update` and `finish` that throws on any use after `digest()`: the fast
@@ -65,6 +73,7 @@ export function singleUseHasher(update: (chunk: Uint8Array) => void, finish: () 
   return {
     update: (chunk) => {
       check();
+      checkChunk(chunk);
       update(chunk);
     },
     digest: () => {
@@ -98,7 +107,10 @@ export const nobleBlake3: HashBackend = {
   async create(): Promise<Hasher> {
     const h = blake3.create();
     return {
-      update: (chunk) => void h.update(chunk),
+      update: (chunk) => {
+        checkChunk(chunk);
+        h.update(chunk);
+      },
       digest: () => h.digest(),
     };
   },
