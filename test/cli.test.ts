@@ -11,7 +11,7 @@ import { helpHint } from './support/capture-io.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
-function cli(args: string[], opts: { input?: string; env?: Record<string, string> } = {}) {
+function cli(args: string[], opts: { input?: string | Uint8Array; env?: Record<string, string> } = {}) {
   const r = spawnSync(process.execPath, [CLI, ...args], {
     input: opts.input ?? '',
     encoding: 'utf8',
@@ -192,7 +192,22 @@ describe('handoff-ledger CLI', () => {
       input: 'Error: rate limited',
     });
     expect(notJson).toMatchObject({ code: 1 });
-    expect(notJson.stderr).toContain('SUMMARY_INVALID');
+    // Where JSON.parse stopped, and what publish takes: an operator who piped plain text learns the form.
+    expect(notJson.stderr).toContain(
+      `SUMMARY_INVALID: the summary is not JSON: Unexpected token 'E', "Error: rate limited" is not valid JSON; publish ` +
+        'takes a summary object as JSON text, e.g. {"task": "…", "state": "…", "nextSteps": ["…"]} (README, ' +
+        '"Summary schema (v1)")',
+    );
+    // The text quoted from the input is escaped: nothing a terminal acts on reaches it raw.
+    const acting = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], {
+      input: '\u001b[2J\u202e',
+    });
+    expect(acting.stderr).toContain(`the summary is not JSON: Unexpected token '\\u001b', "\\u001b[2J\\u202e" is not`);
+    expect(acting.stderr).not.toMatch(/[\u001b\u202e]/);
+    const notUtf8 = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], {
+      input: Buffer.from([0x7b, 0xff, 0x7d]),
+    });
+    expect(notUtf8.stderr).toContain('SUMMARY_INVALID: the summary is not valid UTF-8 text; publish takes a summary');
     // No summary at all (a model call that returned nothing, piped): empty, not malformed.
     for (const input of ['', ' \n\t\r\n']) {
       const empty = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], { input });

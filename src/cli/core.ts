@@ -3,7 +3,7 @@ import { closeSync, constants, createReadStream, fstatSync, open as openFd } fro
 import { Socket } from 'node:net';
 import { isatty, ReadStream } from 'node:tty';
 import { LedgerError } from '../errors.js';
-import { isErrnoError } from '../../store/errors.js';
+import { errorText, escapedText, isErrnoError } from '../../store/errors.js';
 import { parsePublishScope } from '../ledger/scope.js';
 import { parseExpectedPrev } from '../ledger/ledger.js';
 import { DEFAULT_MAX_SUMMARY_BYTES, prepareSummary } from '../summary/summary.js';
@@ -58,6 +58,11 @@ function need(value: string | undefined, name: string): string {
   if (value === undefined) throw new CommandLineError(`--${name} is required`);
   return value;
 }
+
+/** What publish reads, as its refusal of text that is not a summary says (an operator piped plain text, or an error). */
+const SUMMARY_FORM =
+  'publish takes a summary object as JSON text, e.g. {"task": "…", "state": "…", "nextSteps": ["…"]} ' +
+  '(README, "Summary schema (v1)")';
 
 export async function publish(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parse(
@@ -118,7 +123,7 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     try {
       text = new TextDecoder('utf-8', { fatal: true }).decode(raw);
     } catch (err) {
-      throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
+      throw new LedgerError('SUMMARY_INVALID', `the summary is not valid UTF-8 text; ${SUMMARY_FORM}`, { cause: err });
     }
     // Nothing at all (a model call that answered nothing, piped in) is an empty summary, not a malformed one.
     if (/^[ \t\r\n]*$/.test(text))
@@ -126,7 +131,9 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     try {
       summary = JSON.parse(text);
     } catch (err) {
-      throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
+      // JSON.parse's own words (where it stopped; V8 quotes the start of the text too): the input's, escaped and cut.
+      const why = err instanceof SyntaxError ? `: ${escapedText(errorText(err, 160))}` : '';
+      throw new LedgerError('SUMMARY_INVALID', `the summary is not JSON${why}; ${SUMMARY_FORM}`, { cause: err });
     }
     // Judged as publish judges it (schema, content, size) before the store is opened: the open makes a store on a new
     // root and a key for a new --host, which a refused summary would otherwise leave behind. (A summary of a million
