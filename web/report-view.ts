@@ -1,11 +1,13 @@
 /**
  * The report as the page shows it: verdict first, then findings (each linking to its manifest in the
  * history picture), chains, and the selected manifest's fields. Every string from a bundle goes into
- * the page as a Text node (textContent), never as markup, and escaped as the CLI escapes it (`printable`: control,
- * bidirectional and invisible characters, and line breaks: a bidi override must not reorder a finding into another
- * meaning, and a line break in a bundle's text must not start a line of its own, a forged finding or verdict, inside
- * a finding). The only line breaks are the page's own, between lines it puts together (`shownLines`); the wording is
- * the CLI's (report-text.ts), and so is each line's text.
+ * the page as a Text node (textContent), never as markup, and escaped as the CLI escapes it (control, bidirectional
+ * and invisible characters, and line breaks: a bidi override must not reorder a finding into another meaning, and a
+ * line break in a bundle's text must not start a line of its own, a forged finding or verdict, inside a finding). The
+ * report's lines (report-text.ts) come escaped once, each value as it was put in (a name quoted, `"a\"b\u202e"`):
+ * shown as they are (`printableOnce`), as the CLI prints them, never escaped again; a value the page shows bare (a
+ * table cell, a manifest's field) is escaped with `printable`. The only line breaks are the page's own, between lines
+ * it puts together (`shownLines`); the wording is the CLI's (report-text.ts), and so is each line's text.
  */
 import {
   describeBundle,
@@ -24,17 +26,17 @@ import type { Finding } from '../manifests/audit/findings.js';
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import { STATE_STYLE } from './history/canvas.js';
 import type { Mark, MarkState, Row } from './history/model.js';
-import { counted, printable } from '../manifests/encoding/printable.js';
+import { counted, printable, printableOnce } from '../manifests/encoding/printable.js';
 
 /** Findings and chains listed in the page; the JSON export always carries the whole report. */
 const MAX_LISTED = 2000;
 
 /**
- * Lines the page puts together into one text (an element styled to keep line breaks), each escaped as the CLI
- * escapes one line it prints (`printable`): a line break inside a line is shown as `\x0a`, as the CLI shows it.
+ * Lines the page puts together into one text (an element styled to keep line breaks), each escaped once as the CLI
+ * prints a report line (`printableOnce`): a line break inside a line is shown as `\x0a`, as the CLI shows it.
  */
 export function shownLines(lines: readonly string[]): string {
-  return lines.map(printable).join('\n');
+  return lines.map(printableOnce).join('\n');
 }
 
 export function el<K extends keyof HTMLElementTagNameMap>(
@@ -50,20 +52,20 @@ export function el<K extends keyof HTMLElementTagNameMap>(
 
 export function showVerdict(target: HTMLElement, info: HTMLElement, report: BundleAuditReport, name: string): void {
   target.className = report.ok ? 'ok' : 'failed';
-  target.textContent = printable(`${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`);
-  info.textContent = printable(describeBundle(name, report));
+  target.textContent = printableOnce(`${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`);
+  info.textContent = printableOnce(describeBundle(name, report));
 }
 
 /** What the audit checked and what it did not, in the CLI's words with the page's names for the auditor's settings. */
 export function showCoverage(target: HTMLElement, report: BundleAuditReport): void {
-  target.textContent = printable(
+  target.textContent = printableOnce(
     describeCoverage(report, { requireBlobs: '"Require blobs"', scope: 'the Principal / Session fields' }),
   );
 }
 
 /** The trust the bundle was verified under (the trust files merged), in the CLI's words: `trust: blake3:… (…)`. */
 export function showTrust(target: HTMLElement, report: BundleAuditReport): void {
-  target.textContent = printable(describeTrust(report));
+  target.textContent = printableOnce(describeTrust(report));
 }
 
 /**
@@ -72,13 +74,13 @@ export function showTrust(target: HTMLElement, report: BundleAuditReport): void 
  */
 export function showWitnessKeys(target: HTMLElement, report: BundleAuditReport): void {
   const line = describeWitnessKeys(report);
-  target.textContent = line === undefined ? '' : printable(line);
+  target.textContent = line === undefined ? '' : printableOnce(line);
   target.hidden = line === undefined;
 }
 
 /** Who signed what verified, in the CLI's words: `signers: N manifest keys (…), M checkpoint keys (…)`. */
 export function showSigners(target: HTMLElement, report: BundleAuditReport): void {
-  target.textContent = printable(describeSigners(report));
+  target.textContent = printableOnce(describeSigners(report));
 }
 
 /**
@@ -88,7 +90,7 @@ export function showSigners(target: HTMLElement, report: BundleAuditReport): voi
 export function showCheckpoint(target: HTMLElement, report: BundleAuditReport, sinceName: string | undefined): void {
   const c = report.checkpoint;
   const parts: string[] = [];
-  // Origin and key names come from the bundle: shown JSON-quoted, as the CLI prints them.
+  // Origin and key names come from the bundle: shown quoted, escaped once, as the CLI prints them.
   if (c) parts.push(describeCheckpoint(c));
   if (sinceName !== undefined) {
     // From every finding's code, not only the kept list's: it may have been cut before the deciding one.
@@ -112,7 +114,7 @@ export function showWitnesses(target: HTMLElement, report: BundleAuditReport, ke
     .filter((c) => c.startsWith('WITNESS_') || c.startsWith('CHECKPOINT_'))
     .join(', ');
   target.className = met && !codes ? 'ok' : 'failed';
-  const head = `${met ? '✓ witness quorum met' : '✗ witness quorum not met'} (witness keys ${keysName})${codes ? `: ${codes}` : ''}`;
+  const head = `${met ? '✓ witness quorum met' : '✗ witness quorum not met'} (witness keys ${printable(keysName)})${codes ? `: ${codes}` : ''}`;
   target.textContent = shownLines(w ? [head, describeWitnesses(w)] : [head]);
 }
 
@@ -130,9 +132,10 @@ export function showFindings(
       'data-code': f.code,
       ...(f.line !== undefined ? { 'data-line': String(f.line) } : {}),
     });
-    // The CLI's line for the finding, its code in bold: one line, whatever the message carries.
-    const text = describeFinding(f).trimStart();
-    li.append(el('code', f.code), printable(text.slice(f.code.length)));
+    // The CLI's line for the finding, its code in bold: one line, whatever the message carries (escaped once, its
+    // quotes of bundle text as they are: `el`'s `printable` is for the code alone, which is plain).
+    const text = printableOnce(describeFinding(f).trimStart());
+    li.append(el('code', f.code), text.slice(f.code.length));
     if (f.line !== undefined && linkable(f.line)) {
       const button = el('button', 'show manifest', {
         type: 'button',

@@ -1,10 +1,15 @@
 /**
  * The auditor's words: one finding line and the verdict line, shared by the CLI (`verify`) and the
- * auditor's page so both say exactly the same thing about a bundle. Isomorphic. Returns plain text;
- * whoever displays it escapes it for their medium (a terminal, HTML).
+ * auditor's page so both say exactly the same thing about a bundle. Isomorphic. Returns terminal-safe lines, each value
+ * escaped once where it is put in: a name from a bundle, a trust file or a witness keys file (an origin, a key's or a
+ * witness's name) quoted as a JSON string with nothing a terminal acts on left raw (`quoted`: `"a\"b\u202e"`), one
+ * shown bare (a folder's name, an id) escaped with `printable`, a finding's message (which quotes its values so)
+ * escaped once with `printableOnce`. The CLI prints a line as it is and the page sets it as text (`printableOnce` of a
+ * line changes nothing): escaping a whole line again would double every backslash of its quotes (`"a\\\"b"`).
  */
 import type { AuditReport, Finding, FindingCode } from './findings.js';
-import { counted } from '../encoding/printable.js';
+import { counted, printable, printableOnce, quoted } from '../encoding/printable.js';
+import { escapeRawInJson } from '../../store/errors.js';
 import type { BundleAuditReport } from './verify-chain.js';
 import type { CheckpointSummary } from './verify-tree.js';
 import type { WitnessSummary } from './verify-witnesses.js';
@@ -14,7 +19,9 @@ export function describeFinding(f: Finding): string {
   const where = [f.line !== undefined ? `line ${f.line}` : undefined, f.seq !== undefined ? `seq ${f.seq}` : undefined]
     .filter(Boolean)
     .join(', ');
-  return `  ${f.code}${where ? ` (${where})` : ''}: ${f.message}`;
+  // The message quotes what it names escaped already (`quoted`, `shownValue`): printed as it is, one that does not (a
+  // character a terminal acts on left raw, a line break) escaped whole.
+  return `  ${f.code}${where ? ` (${where})` : ''}: ${printableOnce(f.message)}`;
 }
 
 /**
@@ -23,9 +30,9 @@ export function describeFinding(f: Finding): string {
  */
 export function describeBundle(name: string, r: Pick<BundleAuditReport, 'header'>): string {
   const h = r.header;
-  if (!h) return `bundle ${name}`;
-  const filters = Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
-  return `bundle ${name}: its unsigned header claims: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}`;
+  if (!h) return `bundle ${printable(name)}`;
+  const filters = Object.keys(h.filters).length > 0 ? escapeRawInJson(JSON.stringify(h.filters)) : 'none';
+  return `bundle ${printable(name)}: its unsigned header claims: exported by host ${printable(h.host)} at ${printable(h.exportedAt)}, filters ${filters}`;
 }
 
 /** How a medium marks the verdict word (a terminal colours it); plain text by default. */
@@ -58,7 +65,7 @@ export function describeVerdict(r: AuditReport | BundleAuditReport, paint: Verdi
 function describeBundleScope(c: BundleAuditReport['checked']): string | undefined {
   const scope = c.scope
     ? Object.entries(c.scope)
-        .map(([k, v]) => `${k} ${v}`)
+        .map(([k, v]) => `${k} ${printable(v)}`)
         .join(', ')
     : undefined;
   if (c.bundle === 'filtered') return `filtered bundle: ${scope ?? 'no scope'}, scope from ${c.scopeFrom}`;
@@ -92,7 +99,7 @@ export function describeCoverage(r: BundleAuditReport, hints: CoverageHints = CL
     : `NOT blobs (the bundle carries none; ${hints.requireBlobs} makes that a finding)`;
   const scope = c.scope
     ? `scope ${Object.entries(c.scope)
-        .map(([k, v]) => `${k} ${v}`)
+        .map(([k, v]) => `${k} ${printable(v)}`)
         .join(', ')} (from ${c.scopeFrom})`
     : `no scope (none declared; ${hints.scope} hold chains to one)`;
   // Step 10 ran; whether it proved the heads is its findings' to say: never "proven" beside one of them.
@@ -132,7 +139,7 @@ const SIGNERS_SHOWN = 3;
  */
 export function describeSigners(r: Pick<BundleAuditReport, 'checked'>): string {
   const list = (signers: Array<{ host: string; keyId: string; count: number }>, noun: string): string => {
-    const named = signers.slice(0, SIGNERS_SHOWN).map((s) => `${s.host} ${s.keyId} ×${s.count}`);
+    const named = signers.slice(0, SIGNERS_SHOWN).map((s) => `${printable(s.host)} ${printable(s.keyId)} ×${s.count}`);
     if (signers.length > SIGNERS_SHOWN) named.push(`and ${signers.length - SIGNERS_SHOWN} more`);
     return `${counted(signers.length, noun)}${named.length > 0 ? ` (${named.join(', ')})` : ''}`;
   };
@@ -142,18 +149,19 @@ export function describeSigners(r: Pick<BundleAuditReport, 'checked'>): string {
 
 /**
  * `checkpoint "origin" size N root R, signed by "key", …`: the checkpoint the bundle was cut at. Origin and key
- * names come from the bundle, so they are JSON-quoted.
+ * names come from the bundle (a C2SP origin may hold a quote, a backslash, C1 and bidi characters), so they are quoted
+ * (`quoted`: a JSON string, what a terminal acts on as `\uXXXX`), escaped once.
  */
 export function describeCheckpoint(c: CheckpointSummary): string {
-  return `checkpoint ${JSON.stringify(c.origin)} size ${c.size} root ${c.root}, signed by ${c.signedBy.map((n) => JSON.stringify(n)).join(', ')}`;
+  return `checkpoint ${quoted(c.origin)} size ${c.size} root ${printable(c.root)}, signed by ${c.signedBy.map(quoted).join(', ')}`;
 }
 
 /**
  * `witnesses: S of P pinned cosigned (quorum Q): "name+hash" at time, …` (step 9d): which pinned witnesses
- * cosigned the checkpoint, and when each says it did. Names are JSON-quoted.
+ * cosigned the checkpoint, and when each says it did. Names are quoted as `describeCheckpoint` quotes key names.
  */
 export function describeWitnesses(w: WitnessSummary): string {
-  const who = w.signedBy.map((s) => `${JSON.stringify(s.witness)} at ${s.time}`).join(', ');
+  const who = w.signedBy.map((s) => `${quoted(s.witness)} at ${printable(s.time)}`).join(', ');
   return `witnesses: ${w.signedBy.length} of ${w.pinned} pinned cosigned (quorum ${w.quorum})${who ? `: ${who}` : ''}`;
 }
 
@@ -178,6 +186,6 @@ export function describeSince(
   const failed = findingCodes(r).find((c) => c.startsWith('CONSISTENCY_') || c.startsWith('CHECKPOINT_'));
   const size = r.checked?.since ? ` (size ${r.checked.since.size})` : '';
   return failed
-    ? `earlier checkpoint ${sinceName}: not shown to be extended (${failed})${size}`
-    : `earlier checkpoint ${sinceName}: extended by this bundle's checkpoint${size}`;
+    ? `earlier checkpoint ${printable(sinceName)}: not shown to be extended (${failed})${size}`
+    : `earlier checkpoint ${printable(sinceName)}: extended by this bundle's checkpoint${size}`;
 }

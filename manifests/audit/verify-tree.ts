@@ -11,7 +11,7 @@
  * manifest anywhere (the tail included) changes the root. Isomorphic.
  */
 import { auditUsage } from './errors.js';
-import { counted } from '../encoding/printable.js';
+import { counted, quoted } from '../encoding/printable.js';
 import {
   BUNDLE_CHECKPOINT_FILE,
   BUNDLE_CONSISTENCY_FILE,
@@ -39,7 +39,7 @@ import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlo
 import { leafOfLine } from '../tlog/leaf.js';
 import { appendLeafHashes, rootOf, type TreeNode } from '../tlog/tree.js';
 import { verifyWitnesses, type WitnessPolicy, type WitnessSummary } from './verify-witnesses.js';
-import { escapedText } from '../../store/errors.js';
+import { escapedText, shownValue } from '../../store/errors.js';
 
 export interface TreeCheckOptions {
   trust: TrustStore;
@@ -215,7 +215,11 @@ function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
     const checkpoint = parseCheckpoint(note.text);
     // The key must be the log's own: a pinned key of another log does not vouch for this origin.
     if (!note.sigs.some((s) => s.name === checkpoint.origin))
-      return { ok: false, code: 'CHECKPOINT_UNTRUSTED', message: `no pinned key named ${checkpoint.origin} signed it` };
+      return {
+        ok: false,
+        code: 'CHECKPOINT_UNTRUSTED',
+        message: `no pinned key named ${quoted(checkpoint.origin)} signed it`,
+      };
     return { ok: true, checkpoint, note };
   } catch (err) {
     if (!(err instanceof ManifestError)) throw err;
@@ -227,7 +231,7 @@ function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
         return {
           ok: false,
           code: 'CHECKPOINT_UNTRUSTED',
-          message: `signed by checkpoint key ${JSON.stringify(revoked.keyId)} of host ${JSON.stringify(revoked.host)}, which the trust file revokes (at ${JSON.stringify(revoked.revokedAt)}): a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); a bundle exported since the revocation is signed by the host's current key`,
+          message: `signed by checkpoint key ${quoted(revoked.keyId)} of host ${quoted(revoked.host)}, which the trust file revokes (at ${shownValue(revoked.revokedAt)}): a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); a bundle exported since the revocation is signed by the host's current key`,
         };
       // Say which keys were tried: none pinned (a trust file without checkpointKeys), or not the one that signed (a
       // trust file from before the host's last key rotation lacks its new checkpoint key).

@@ -20,7 +20,7 @@ import { fileBytes, fileText } from '../encoding/file-bytes.js';
 import { byText } from '../format/trust.js';
 import { auditUsage } from './errors.js';
 import { readWholeNumber } from '../encoding/whole-number.js';
-import { counted } from '../encoding/printable.js';
+import { counted, quoted } from '../encoding/printable.js';
 import type { FindingSink } from './findings.js';
 
 /** The auditor's witness policy: pinned witness keys and how many of them must have cosigned. */
@@ -203,7 +203,7 @@ export function verifyWitnesses(
   for (const bad of r.invalid)
     sink.add({
       code: 'WITNESS_COSIGNATURE_INVALID',
-      message: `the cosignature by pinned witness ${JSON.stringify(bad.name)} does not verify: ${bad.reason}`,
+      message: `the cosignature by pinned witness ${quoted(bad.name)} does not verify: ${bad.reason}`,
     });
   // One witness is one vote, however many lines it has and however many names pin its key: distinct public keys.
   const voted = new Set<string>();

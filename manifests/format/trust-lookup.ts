@@ -5,13 +5,18 @@
 import { decodeBase64Url } from '../encoding/base64.js';
 import { ManifestError, type ManifestErrorCode } from '../errors.js';
 import type { TrustedKey, TrustStore } from './trust.js';
+import { escapeRawInJson } from '../../store/errors.js';
 
 export type KeyLookup =
   | { ok: true; key: TrustedKey; publicKey: Uint8Array }
   | { ok: false; code: Extract<ManifestErrorCode, 'KEY_UNTRUSTED' | 'KEY_EXPIRED' | 'KEY_REVOKED'>; message: string };
 
-/** A value from a manifest or trust file in a message: quoted, and cut where it is long. */
-const quoted = (value: string): string => JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
+/**
+ * A value from a manifest or trust file in a message: quoted, and cut where it is long; a JSON string with nothing a
+ * terminal acts on left raw, as `shownValue` quotes one (the auditor prints such a message as it is, escaped once).
+ */
+const quoted = (value: string): string =>
+  escapeRawInJson(JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value));
 
 /**
  * Finds the key `keyId` listed for `host` and checks it was valid at `at` (ISO time):

@@ -60,13 +60,7 @@ import {
   wholeNumber,
   type CliIo,
 } from './io.js';
-import {
-  counted,
-  printable,
-  printableJson,
-  printableLines,
-  printableOnce,
-} from '../../manifests/encoding/printable.js';
+import { counted, printable, printableJson, printableOnce } from '../../manifests/encoding/printable.js';
 
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
@@ -151,15 +145,12 @@ async function lineVerifierFor(
   return createWorkerLineVerifier({ trust, verifier, threads: workers });
 }
 
-/**
- * The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end (its
- * verdict word painted after escaping, so the colour codes are the only control characters that reach the terminal).
- */
 const NO_PAINT = { good: (s: string) => s, bad: (s: string) => s };
 
 /**
- * The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end (its
- * verdict word painted after escaping, so the colour codes are the only control characters that reach the terminal).
+ * The human-readable report: findings grouped by chain, every line escaped once (report-text.ts escapes each value as
+ * it puts it in: a name quoted, an id bare; `printableOnce` prints such a line as it is), one verdict line at the end
+ * (its verdict word painted after, so the colour codes are the only control characters that reach the terminal).
  */
 export function humanReport(
   dir: string,
@@ -193,16 +184,16 @@ export function humanReport(
       continue;
     }
     out.push(
-      `chain ${c.session}: ${counted(c.entries, 'manifest')}, head seq ${c.headSeq} ${c.head} — ${fs.length === 0 ? 'ok' : counted(fs.length, 'finding')}`,
+      `chain ${printable(c.session)}: ${counted(c.entries, 'manifest')}, head seq ${c.headSeq} ${printable(c.head)} — ${fs.length === 0 ? 'ok' : counted(fs.length, 'finding')}`,
     );
     out.push(...fs.map(describeFinding));
     byChain.delete(c.session);
   }
   for (const [session, fs] of byChain) {
-    out.push(`chain ${session} (out of scope):`, ...fs.map(describeFinding));
+    out.push(`chain ${printable(session)} (out of scope):`, ...fs.map(describeFinding));
   }
   if (hidden > 0) out.push(`${counted(hidden, 'more chain', 'more chains')}: ok`);
-  // The origin, key and witness names are JSON-quoted (report-text.ts) and the lines escaped.
+  // The origin, key and witness names are quoted escaped once (report-text.ts): printed as they are, not escaped again.
   if (r.checkpoint) out.push(describeCheckpoint(r.checkpoint));
   if (r.checkpoint?.witnesses) out.push(describeWitnesses(r.checkpoint.witnesses));
   // The auditor's earlier checkpoint, in the page's words: an OK report says that this check was made too.
@@ -211,7 +202,8 @@ export function humanReport(
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated)
     out.push(`… ${counted(r.counts.findings - r.findings.length, 'more finding', 'more findings')} not listed`);
-  return `${printableLines(out)}${describeVerdict(r, paint)}\n`;
+  // Each line escaped once: as it is when report-text made it terminal-safe, else (nothing should be) escaped whole.
+  return `${out.map((l) => `${printableOnce(l)}\n`).join('')}${describeVerdict(r, paint)}\n`;
 }
 
 /** The CLI's words for the auditor's settings (its options), refused as usage errors. */

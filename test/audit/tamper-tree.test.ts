@@ -572,7 +572,7 @@ describe("export since a note of this log's key whose checkpoint names another o
       const err = await call(reader, { trust, since: moved }).catch((e: unknown) => e);
       expect(err, call.name).toBeInstanceOf(AuditError);
       expect((err as AuditError).message, call.name).toBe(
-        'since: the earlier checkpoint does not verify: no pinned key named evil\\u202e\\u009bx signed it',
+        'since: the earlier checkpoint does not verify: no pinned key named "evil\\u202e\\u009bx" signed it',
       );
     }
   });

@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import type { Page } from 'playwright-core';
 import { expect } from 'vitest';
 import { describeFinding, describeVerdict } from '../../manifests/audit/report-text.js';
-import { printable } from '../../manifests/encoding/printable.js';
+import { printableOnce } from '../../manifests/encoding/printable.js';
 import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 
 /** The built page, opened from disk as an auditor opens a downloaded copy. */
@@ -35,8 +35,8 @@ export async function expectSameAsCli(page: Page, report: BundleAuditReport): Pr
   await page.waitForSelector(DONE, { timeout: 90_000 });
   expect(await pageFindings(page)).toEqual(codesAt(report));
   const texts = await page.$$eval('#findings li', (lis) => lis.map((li) => li.textContent));
-  // The CLI's line for each finding (escaped as it prints it: a line break in a message as `\x0a`), indent aside.
-  expect(texts).toEqual(report.findings.map((x) => printable(describeFinding(x)).trimStart()));
+  // The CLI's line for each finding (escaped once as it prints it: a line break in a message as `\x0a`), indent aside.
+  expect(texts).toEqual(report.findings.map((x) => printableOnce(describeFinding(x)).trimStart()));
   expect(await page.textContent('#verdict')).toBe(`${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`);
   expect(await page.getAttribute('body', 'data-state')).toBe(report.ok ? 'ok' : 'failed');
 }
