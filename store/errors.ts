@@ -239,7 +239,9 @@ export function escapeRawInJson(json: string): string {
   return json.replace(RAW_IN_JSON, jsonEscape);
 }
 
-const ACTING_TEXT = new RegExp(`[${TERMINAL_ACTING}]`, 'gu');
+// Lone surrogates too (a text cut inside a pair, as V8 cuts the input it quotes in a JSON.parse error): left raw, the
+// printer would escape the whole message again (`printableOnce`), doubling the backslashes of these escapes.
+const ACTING_TEXT = new RegExp(`[${TERMINAL_ACTING}\\p{Cs}]`, 'gu');
 
 /**
  * Foreign text (a provider's error, as `errorText` renders it) as a refusal's message quotes it: every character a
@@ -271,13 +273,26 @@ export function shownValue(value: unknown, max = 40): string {
  * the argument: it was a TypeError or RangeError from inside (`Cannot read properties of undefined (reading
  * 'length')`, `offset is out of bounds`), or was hashed as something else (a string as zero bytes, or as its text).
  */
+const typedArrayName = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Uint8Array.prototype),
+  Symbol.toStringTag,
+)!.get!;
+
+/**
+ * Whether `value` is a Uint8Array (a Node Buffer is one) of this realm or of another (a `vm` context's, a test
+ * sandbox's, a worker's structured clone): by its brand (the typed array's name slot), not its prototype, which
+ * `instanceof` checks and another realm's array does not have. An object that only says it is one
+ * (`Symbol.toStringTag`) is not.
+ */
+export const isUint8Array = (value: unknown): value is Uint8Array => typedArrayName.call(value) === 'Uint8Array';
+
 export function checkBytesArgument(
   value: unknown,
   name: string,
   Class: ErrorClass<'INVALID_ARGUMENT'>,
   length?: number,
 ): asserts value is Uint8Array {
-  if (!(value instanceof Uint8Array))
+  if (!isUint8Array(value))
     throw new Class('INVALID_ARGUMENT', `${name} must be a Uint8Array, not ${shownValue(value)}`);
   if (length !== undefined && value.length !== length)
     throw new Class('INVALID_ARGUMENT', `${name} must be ${length} bytes, not ${value.length}`);

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { runInNewContext } from 'node:vm';
 import { hostKeyPath } from '../src/keys/keyring.js';
 import { OPEN_FIELDS } from '../src/ledger/open.js';
 import {
@@ -680,11 +681,30 @@ describe('a trust file given as bytes', () => {
       ['DataView', new DataView(padded.buffer, 3, utf8.length)],
     ] as const)
       expect(parseTrustStore(bytes), what).toEqual(expected);
-    // Bytes are judged as their text is: not UTF-8, not JSON, off the schema.
+    // Bytes are judged as their text is, read as the CLI reads a trust file (readFileSync(file, 'utf8'): a byte that is
+    // not UTF-8 is U+FFFD): not JSON, off the schema.
     expect(() => parseTrustStore(new Uint8Array([0x7b, 0xff, 0x7d]))).toThrow(
+      expect.objectContaining({ code: 'TRUST_INVALID', message: 'trust store is not valid JSON' }),
+    );
+    const latin1 = Buffer.from(text.replace('"keys"', '"keys\u00e9"'), 'latin1');
+    let cliWords: unknown;
+    try {
+      parseTrustStore(latin1.toString('utf8'));
+    } catch (err) {
+      cliWords = (err as Error).message;
+    }
+    expect(cliWords).toMatch(/^trust store is malformed: /);
+    expect(() => parseTrustStore(latin1)).toThrow(
+      expect.objectContaining({ code: 'TRUST_INVALID', message: cliWords }),
+    );
+    // Another realm's bytes (a vm context's, a test sandbox's) are bytes; an object that only names itself an
+    // ArrayBuffer is not (it was read as zero bytes).
+    expect(parseTrustStore(runInNewContext('new Uint8Array(b)', { b: [...utf8] }))).toEqual(expected);
+    expect(parseTrustStore(runInNewContext('new Uint8Array(b).buffer', { b: [...utf8] }))).toEqual(expected);
+    expect(() => parseTrustStore({ [Symbol.toStringTag]: 'ArrayBuffer' })).toThrow(
       expect.objectContaining({
         code: 'TRUST_INVALID',
-        message: 'trust store is not UTF-8 text (a trust file is UTF-8 JSON)',
+        message: expect.stringMatching(/^trust store is malformed/) as string,
       }),
     );
     expect(() => parseTrustStore(new TextEncoder().encode('{').buffer)).toThrow(

@@ -7,6 +7,9 @@
  * are left so (encodeManifest is canonicalBytes).
  */
 import { describe, expect, it } from 'vitest';
+import { runInNewContext } from 'node:vm';
+import { escapedText } from '../store/errors.js';
+import { printableOnce } from '../manifests/encoding/printable.js';
 import { digestOf, formatDigest, isHandoffLedgerError, loadHashBackend } from '../store/index.js';
 import {
   checkpointVerifiers,
@@ -237,5 +240,51 @@ describe('the Ed25519 verifiers', () => {
         expect(v.verify(signature, message, bad as never), `${v.name} key ${String(bad)}`).toBe(false);
       }
     }
+  });
+});
+
+describe("another realm's Uint8Array (a vm context's, a test sandbox's) is bytes: by its brand, not its prototype", () => {
+  const foreign = (bytes: Uint8Array): Uint8Array =>
+    runInNewContext('new Uint8Array(b)', { b: Array.from(bytes) }) as Uint8Array;
+  const abc = new TextEncoder().encode('abc');
+
+  it('the verifiers verify a valid signature held in foreign arrays (they answered false: no bytes)', () => {
+    const message = new Uint8Array([1, 2, 3]);
+    const signature = signer.sign(message) as Uint8Array;
+    expect(foreign(message) instanceof Uint8Array).toBe(false);
+    for (const v of [nobleVerifier, nodeVerifier]) {
+      expect(v.verify(foreign(signature), foreign(message), foreign(signer.publicKey)), v.name).toBe(true);
+      const tampered = foreign(signature);
+      tampered[5]! ^= 1;
+      expect(v.verify(tampered, foreign(message), foreign(signer.publicKey)), v.name).toBe(false);
+    }
+  });
+
+  it('digests, tree hashes, PAE and every Hasher take them, with the same results as for local arrays', async () => {
+    expect(digestOf(foreign(abc))).toBe(digestOf(abc));
+    expect(leafHash(foreign(abc))).toEqual(leafHash(abc));
+    const l = leafHash(abc);
+    expect(nodeHash(foreign(l), foreign(l))).toEqual(nodeHash(l, l));
+    expect(pae('t', foreign(abc))).toEqual(pae('t', abc));
+    for (const name of ['noble', 'wasm'] as const) {
+      const h = await (await loadHashBackend(name)).create();
+      h.update(foreign(abc));
+      expect(formatDigest(await h.digest()), name).toBe(digestOf(abc));
+    }
+  });
+
+  it('an object that only names itself a Uint8Array is not one', async () => {
+    const fake = { [Symbol.toStringTag]: 'Uint8Array', length: 3, 0: 1, 1: 2, 2: 3 };
+    expect(await refusal(() => digestOf(fake as never))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(nodeVerifier.verify(fake as never, abc, signer.publicKey)).toBe(false);
+  });
+});
+
+describe('escapedText', () => {
+  it('escapes a lone surrogate (a text cut inside a pair), as the printer would escape the whole message otherwise', () => {
+    const cut = `x\u001ba${'😀'.repeat(2)}${'😀'.slice(0, 1)}`;
+    const shown = escapedText(cut);
+    expect(shown).toBe('x\\u001ba😀😀\\ud83d');
+    expect(printableOnce(`SUMMARY_INVALID: ${shown}`)).toBe(`SUMMARY_INVALID: ${shown}`);
   });
 });

@@ -45,14 +45,13 @@ const hex8 = (n: number) => n.toString(16).padStart(8, '0');
  * `#` are skipped. Takes the file's text or its bytes (UTF-8: an ArrayBuffer, as `fetch(url).then((r) =>
  * r.arrayBuffer())` gives it, a Uint8Array or Node Buffer, as `readFileSync(file)` does, any other typed array or a
  * DataView). @throws ManifestError `KEY_INVALID` naming the line, or saying the input is neither text nor bytes (a
- * TypeError once: `text.split is not a function`) or the bytes are not UTF-8
+ * TypeError once: `text.split is not a function`); bytes are read as the CLI reads the file (`readFileSync(file,
+ * 'utf8')`: one that is not UTF-8 becomes U+FFFD)
  */
 export function parseWitnessKeys(file: string | ArrayBuffer | ArrayBufferView): CosignerKey[] {
   const given: unknown = file;
   const bytes = fileBytes(given);
   const text = bytes === undefined ? given : fileText(bytes);
-  if (bytes !== undefined && text === undefined)
-    throw new ManifestError('KEY_INVALID', 'witness keys: the bytes are not UTF-8 text');
   if (typeof text !== 'string')
     throw new ManifestError(
       'KEY_INVALID',

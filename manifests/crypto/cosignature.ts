@@ -8,6 +8,7 @@
  */
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
+import { isUint8Array } from '../../store/errors.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 import {
   ed25519KeyHash,
@@ -94,7 +95,7 @@ export async function cosignCheckpoint(checkpointText: string, signer: NoteSigne
   if (!Number.isSafeInteger(timestamp) || timestamp < 1 || timestamp > MAX_TIMESTAMP)
     throw new ManifestError('INVALID_ARGUMENT', 'a cosignature timestamp is a positive number of seconds');
   const sig = await signer.sign(cosignedMessage(checkpointText, timestamp));
-  if (!(sig instanceof Uint8Array) || sig.length !== 64)
+  if (!isUint8Array(sig) || sig.length !== 64)
     throw new ManifestError('KEY_INVALID', `witness signer ${signer.name} returned a malformed signature`);
   const body = new Uint8Array(4 + 8 + 64);
   const view = new DataView(body.buffer);

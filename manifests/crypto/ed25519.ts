@@ -6,6 +6,7 @@
  */
 import * as ed from '@noble/ed25519';
 import { sha512 } from '@noble/hashes/sha2.js';
+import { isUint8Array } from '../../store/errors.js';
 
 ed.hashes.sha512 = sha512;
 
@@ -15,8 +16,11 @@ export interface SignatureVerifier {
   verify(signature: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean;
 }
 
-/** Whether a verifier's argument is bytes at all (`verify` answers false for anything else). */
-export const isBytes = (value: unknown): value is Uint8Array => value instanceof Uint8Array;
+/**
+ * Whether a verifier's argument is bytes at all (`verify` answers false for anything else): a Uint8Array of any realm
+ * (`isUint8Array`), for a valid signature in another realm's arrays must not verify as false.
+ */
+export const isBytes = isUint8Array;
 
 /** The group order L. */
 const L = 2n ** 252n + 27742317777372353535851937790883648493n;

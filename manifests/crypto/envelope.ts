@@ -10,7 +10,7 @@ import {
   encodeBase64,
 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
-import { checkBytesArgument, shownValue } from '../../store/errors.js';
+import { checkBytesArgument, isUint8Array, shownValue } from '../../store/errors.js';
 
 export interface EnvelopeSignature {
   /** DSSE: an optional, unauthenticated hint at the signing key. The library always writes it. */
@@ -111,7 +111,7 @@ export async function signEnvelope(payloadType: string, payload: Uint8Array, sig
       'signEnvelope: signer must be { keyId: string, publicKey: Uint8Array, sign(message): Uint8Array | Promise<Uint8Array> }',
     );
   const sig = await signer.sign(pae(payloadType, payload));
-  if (!(sig instanceof Uint8Array) || sig.length !== 64) {
+  if (!isUint8Array(sig) || sig.length !== 64) {
     throw new ManifestError('KEY_INVALID', `signer ${signer.keyId} returned a malformed signature`);
   }
   return { payloadType, payload: encodeBase64(payload), signatures: [{ keyid: signer.keyId, sig: encodeBase64(sig) }] };

@@ -8,7 +8,7 @@
 import { sha256 } from './sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
-import { checkBytesArgument, shownValue } from '../../store/errors.js';
+import { checkBytesArgument, isUint8Array, shownValue } from '../../store/errors.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 
 /** The signed-note algorithm byte of Ed25519 keys. */
@@ -229,7 +229,7 @@ export async function signNote(text: string, signers: NoteSigner[]): Promise<str
     if (typeof given !== 'object' || given === null)
       throw new ManifestError('KEY_INVALID', `note signer ${i + 1} is not a signer: ${shownValue(given)}`);
     if (!isValidKeyName(given.name as string)) throw new ManifestError('KEY_INVALID', `invalid note key name`);
-    if (typeof given.sign !== 'function' || !(given.publicKey instanceof Uint8Array) || given.publicKey.length !== 32)
+    if (typeof given.sign !== 'function' || !isUint8Array(given.publicKey) || given.publicKey.length !== 32)
       throw new ManifestError(
         'KEY_INVALID',
         `note signer ${given.name} must be { name, publicKey: 32 bytes, sign(message): Uint8Array | Promise<Uint8Array> }`,
@@ -239,7 +239,7 @@ export async function signNote(text: string, signers: NoteSigner[]): Promise<str
   let sigs = '';
   for (const signer of list) {
     const sig = await signer.sign(message);
-    if (!(sig instanceof Uint8Array) || sig.length !== 64)
+    if (!isUint8Array(sig) || sig.length !== 64)
       throw new ManifestError('KEY_INVALID', `note signer ${signer.name} returned a malformed signature`);
     const hash = noteKeyHash(signer.name, signer.publicKey);
     const body = new Uint8Array(68);

@@ -144,16 +144,15 @@ export const MAX_TRUST_FILE_BYTES = 16 * 1024 * 1024;
  * Parses a trust store from untrusted input: a trust file's text, its bytes (UTF-8: an ArrayBuffer, as
  * `fetch(url).then((r) => r.arrayBuffer())` gives it, a Uint8Array or Node Buffer, as `readFileSync(file)` does, any
  * other typed array or a DataView), or its parsed JSON value.
- * @throws ManifestError `TRUST_INVALID` for input that is not a trust store (bytes that are not UTF-8, text that is not
- *   JSON, a value off the schema)
+ * @throws ManifestError `TRUST_INVALID` for input that is not a trust store (text that is not JSON, a value off the
+ *   schema; bytes are read as the CLI reads a trust file, `readFileSync(file, 'utf8')`: one that is not UTF-8 becomes
+ *   U+FFFD)
  */
 export function parseTrustStore(input: string | ArrayBuffer | ArrayBufferView | unknown): TrustStore {
   let value = input;
   // A file's bytes are its text (they were refused, and before that judged as an object: 'version: expected 1').
   const bytes = fileBytes(input);
   const text = bytes === undefined ? input : fileText(bytes);
-  if (bytes !== undefined && text === undefined)
-    throw new ManifestError('TRUST_INVALID', 'trust store is not UTF-8 text (a trust file is UTF-8 JSON)');
   if (typeof text === 'string') {
     try {
       value = JSON.parse(text);

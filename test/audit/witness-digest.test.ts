@@ -67,7 +67,7 @@ describe('parseWitnessKeys', () => {
       expect(parseWitnessKeys(bytes), what).toEqual(expected);
   });
 
-  it('refuses what is neither text nor bytes, and bytes that are not UTF-8, with KEY_INVALID saying so, never a TypeError', () => {
+  it('refuses what is neither text nor bytes with KEY_INVALID saying so, never a TypeError; reads bytes as the CLI reads the file', () => {
     const line = vkey('w.example/a', 1);
     // A number, a list of lines: it threw TypeError 'text.split is not a function'.
     for (const text of [undefined, null, 5, [line], { text: line }]) {
@@ -83,9 +83,17 @@ describe('parseWitnessKeys', () => {
         message: expect.stringMatching(/^witness keys: not text/) as string,
       });
     }
+    // As `verify --witness-keys` reads the file (readFileSync(file, 'utf8')): a byte that is not UTF-8 is U+FFFD, so a
+    // comment holding one is a comment, and a key line holding one is refused naming its line, by either.
+    const comment = Buffer.concat([Buffer.from('# caf'), Buffer.from([0xe9]), Buffer.from(`\n${line}\n`)]);
+    expect(parseWitnessKeys(comment)).toEqual(parseWitnessKeys(comment.toString('utf8')));
+    expect(parseWitnessKeys(comment)).toHaveLength(1);
     for (const bytes of [new Uint8Array([0xff, 0x0a]), new Uint8Array([0xc3]).buffer])
       expect(() => parseWitnessKeys(bytes)).toThrow(
-        expect.objectContaining({ code: 'KEY_INVALID', message: 'witness keys: the bytes are not UTF-8 text' }),
+        expect.objectContaining({
+          code: 'KEY_INVALID',
+          message: expect.stringMatching(/^witness keys line 1: /) as string,
+        }),
       );
   });
 });
