@@ -1183,6 +1183,36 @@ describe('publish refused on its store arguments', () => {
     }
   });
 
+  it("judges a root the open refuses before a new log's origin, as the open does, and still before the read", async () => {
+    const base = mkdtempSync(join(tmpdir(), 'hl-publish-root-first-'));
+    try {
+      const store = join(base, 'store');
+      expect(await main(['init', '--root', store, '--host', 'h'], captureIo().io)).toBe(0);
+      const later = join(base, 'later');
+      mkdirSync(later);
+      writeFileSync(join(later, 'format.json'), '{"format":"handoff-ledger-root","version":99}');
+      const file = join(base, 'a-file');
+      writeFileSync(file, '');
+      const runs: [string, string][] = [
+        [later, 'handoff-ledger: FORMAT_UNSUPPORTED: '],
+        [join(store, 'blobs-v1'), 'handoff-ledger: INVALID_ARGUMENT: root '],
+        [file, 'handoff-ledger: UNSAFE_ROOT: '],
+      ];
+      for (const [root, said] of runs) {
+        const c = captureIo();
+        const stdin = Readable.from([JSON.stringify(sampleSummary('unread'))]);
+        const args = ['--root', root, '--host', 'h', '--principal', 'alice', '--session', 's', '--run', 'r'];
+        // An origin that may name no new log: the open refuses the root first, and so does the check before the read.
+        const code = await main(['publish', ...args, '--origin', 'example.com/a\\b'], { ...c.io, stdin });
+        expect(c.stderr().startsWith(said), c.stderr()).toBe(true);
+        expect(code).not.toBe(0);
+        expect(stdin.readableDidRead, `${said}: standard input was read`).toBe(false);
+      }
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   // The built CLI in a child process whose standard input stays open (half a summary written, no end): a refusal
   // judged before the read ends the process with its code; judged after it, the child waited for an end that never
   // comes (this test then runs into its timeout).

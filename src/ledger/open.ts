@@ -364,7 +364,9 @@ function readOpenOptions(given: OpenLedgerOptions): {
  * What `openLedger` would refuse `given` for that can be known without opening or making anything: every option's value
  * and shape (`readOpenOptions`), PostgreSQL options it cannot use (a connection string that is no postgresql:// URL),
  * and an origin that may name no new log (`isNewOrigin`) given for an embedded store that holds no log yet (a look at
- * the root, read-only; a look that fails decides nothing: the open says what is wrong). A PostgreSQL log's stored
+ * the root, read-only, after the root's own refusals the open makes first: a root that is no directory, of a layout
+ * this version does not read, or inside another store; a look that fails decides nothing: the open says what is
+ * wrong). A PostgreSQL log's stored
  * origin is the open's to look up, on a connection. The CLI's `publish` calls it before it reads its summary, so that a
  * summary piped to an open refused anyway is not taken in vain.
  * @throws as `openLedger` does for these
@@ -373,13 +375,15 @@ export async function checkOpenOptions(given: OpenLedgerOptions): Promise<void> 
   const { options } = readOpenOptions(given);
   if (options.postgres && !options.log && !options.blobs)
     (await import('./pg-backend.js')).refuseUnusableOptions(options.postgres);
-  if (
-    options.origin !== undefined &&
-    !isNewOrigin(options.origin) &&
-    !options.log &&
-    !options.postgres &&
-    (await noEmbeddedLog(join(options.root ?? defaultRoot(), 'manifests-v1')).catch(() => false))
-  )
+  if (options.origin === undefined || isNewOrigin(options.origin) || options.log || options.postgres) return;
+  const root = options.root ?? defaultRoot();
+  // The refusals the open makes of the root before it judges the origin, first here too (each a look, read-only): a
+  // root that is a file, of a layout this version does not read, or inside another store is said as the open says it,
+  // not as a wrong origin.
+  await refuseNonDirectory(root, 'UNSAFE_ROOT');
+  await readRootFormat(root);
+  await refuseRootInsideStore(root);
+  if (await noEmbeddedLog(join(root, 'manifests-v1')).catch(() => false))
     throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
 }
 
