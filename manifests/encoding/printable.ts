@@ -29,6 +29,10 @@ export function printable(text: string): string {
 /**
  * One line for a terminal: `text` as it is when it already is one (no newline, nothing `printable` would escape but
  * the backslash), else `printable(text)`. Text made so once passes unchanged again (never escaped twice).
+ * Unlike `printable` it leaves a backslash as it is, so an escape in its output is unforgeable only where the text
+ * quotes what came from outside (`quoted`, `shownValue`: a JSON string, its backslashes escaped); a value put in raw
+ * (an errno message's path) that holds the six characters `\u001b` prints as a quoted ESC would. Nothing a terminal
+ * acts on passes raw either way.
  */
 export function printableOnce(text: string): string {
   return isTerminalSafe(text) && !text.includes('\n') ? text : printable(text);
