@@ -182,6 +182,22 @@ describe('id → position records on the embedded store', () => {
     }
   });
 
+  it('fsck (the command) prints a finding whose message quotes a key escaped once, its tab no column of its own', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'host-a' });
+    await publishFour(ledger);
+    // ESC, a quote, a backslash, a tab and U+202E: the message quotes the key (shownValue), JSON-escaped already.
+    await (ledger.log as LevelManifestLog).raw.put('i!x\u001b[2J"\\\t\u202e', '0');
+    await ledger.close();
+    const c = captureIo();
+    expect(await runCli(['fsck', '--root', root, '--host', 'host-a', '--skip-blobs'], c.io)).toBe(1);
+    const line = c.stdout().split('\n')[0]!;
+    expect(line).toBe(
+      'RECORD_CORRUPT\t-\t-\tmanifest log record "i!x\\u001b[2J\\"\\\\\\t\\u202e" is corrupt: not the key of a manifest id',
+    );
+    expect(line.split('\t')).toHaveLength(4);
+  });
+
   it('prove inclusion (the command) refuses a record that leads to another manifest with its code, exit 1', async () => {
     const root = tempDir();
     const ledger = await openLedger({ root, host: 'host-a' });

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   isTerminalSafe,
+  escapedOnce,
   printableRow,
   printable,
   printableExact,
@@ -92,6 +93,15 @@ describe('printableRow', () => {
   it('joins fields with tabs, each escaped as printable escapes it and its own tabs too', () => {
     expect(printableRow(['a', 'b\tc', 'd\u001b[2J', 'e\\x09'])).toBe('a\tb\\x09c\td\\x1b[2J\te\\\\x09\n');
     expect(printableRow(['x\ty']).split('\t')).toHaveLength(1);
+  });
+
+  it('prints a field escaped once already as it is, and escapes it whole when it holds a tab, a newline or a control', () => {
+    const message = `record ${quoted('k\u001b"\\\t')} is corrupt`;
+    expect(printableRow(['CODE', escapedOnce(message)])).toBe(`CODE\t${message}\n`);
+    expect(printableRow([escapedOnce('a\tb\\x09'), escapedOnce('c\nd'), escapedOnce('e\u001b')])).toBe(
+      'a\\x09b\\\\x09\tc\\x0ad\te\\x1b\n',
+    );
+    expect(printableRow([escapedOnce('x\ty')]).split('\t')).toHaveLength(1);
   });
 });
 

@@ -52,12 +52,29 @@ export function printableLines(lines: string[]): string {
   return lines.map((l) => `${printable(l)}\n`).join('');
 }
 
+/** A field of `printableRow` that is escaped once already (a message quoting values with `quoted`): see `escapedOnce`. */
+export interface EscapedOnce {
+  readonly escapedOnce: string;
+}
+
+/**
+ * `text` as a field of `printableRow` that is printed as it is when it already is one terminal-safe field (no tab, no
+ * newline, nothing `printable` would escape but the backslash), else escaped whole with its tabs as `\x09`, as any
+ * field: a finding's message, whose quotes (`quoted`, `shownValue`) `printable` would double, cannot add columns either.
+ */
+export const escapedOnce = (text: string): EscapedOnce => ({ escapedOnce: text });
+
 /**
  * One row of tab-separated fields, ended by a newline: each field made printable with its tabs escaped too (`\x09`),
- * so a field of stored free text (who decided a grant, a key id, a finding's message) cannot add columns.
+ * so a field of stored free text (who decided a grant, a key id, a finding's message) cannot add columns; a field
+ * given as `escapedOnce(text)` is printed as it is when it is one terminal-safe field.
  */
-export function printableRow(fields: string[]): string {
-  return `${fields.map((f) => printable(f).replace(/\t/g, '\\x09')).join('\t')}\n`;
+export function printableRow(fields: Array<string | EscapedOnce>): string {
+  const field = (f: string | EscapedOnce): string =>
+    typeof f !== 'string' && isTerminalSafe(f.escapedOnce) && !/[\t\n]/.test(f.escapedOnce)
+      ? f.escapedOnce
+      : printable(typeof f === 'string' ? f : f.escapedOnce).replace(/\t/g, '\\x09');
+  return `${fields.map(field).join('\t')}\n`;
 }
 
 /** True when `text` holds no character `printable` would escape other than the backslash (newlines allowed). */

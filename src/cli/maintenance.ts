@@ -15,7 +15,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { counted, printableRow, quoted } from '../../manifests/encoding/printable.js';
+import { counted, escapedOnce, printableRow, quoted } from '../../manifests/encoding/printable.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
@@ -36,8 +36,10 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
             io.stdout.write(
               `recovery: removed ${counted(recovery.stagingRemoved, 'staging file')} of interrupted writes\n`,
             );
+          // A message quotes the values it names escaped already (shownValue, quoted): printed as it is, not escaped
+          // again (which would double each backslash of its quotes), unless it holds a tab or anything raw.
           for (const f of report.findings)
-            io.stdout.write(printableRow([f.code, f.session ?? '-', String(f.seq ?? '-'), f.message]));
+            io.stdout.write(printableRow([f.code, f.session ?? '-', String(f.seq ?? '-'), escapedOnce(f.message)]));
           const paint = colours(io, io.stdout);
           io.stdout.write(
             `${report.ok ? paint.good('clean') : paint.bad(counted(report.findings.length, 'finding'))}: ${counted(report.chains, 'chain')}, ${counted(report.manifests, 'manifest')}, ${counted(report.blobsChecked, 'blob')} checked\n`,
