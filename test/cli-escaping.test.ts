@@ -15,6 +15,7 @@ import { captureIo } from './support/capture-io.js';
 import { sampleSummary } from './support/tmp.js';
 import { startWitness, stopWitness } from './witness/support.js';
 import { embeddedNamedAsBefore } from './tlog/ledger-support.js';
+import { HOSTILE_ORIGIN } from './support/hostile-names.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-escaping-'));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -78,8 +79,12 @@ describe('escaping of stored data in CLI output', () => {
       const r = await cli(argv);
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout, argv.join(' ')).not.toMatch(RAW);
-      expect(r.stdout).toContain('\\u{202e}log');
     }
+    // vkey prints the key bare (escaped), list quotes it (the quote's escapes, once).
+    expect((await cli(['keys', 'vkey', ...store])).stdout).toContain('\\u{202e}log');
+    expect((await cli(['keys', 'list', ...store])).stdout).toContain(
+      '\tcheckpoints "example.com/\\u009b2J\\u202elog\\u007f+',
+    );
     const json = await cli(['keys', 'list', ...store, '--json']);
     expect(json.stdout).not.toMatch(RAW);
     const parsed = JSON.parse(json.stdout) as { checkpointKeys: Array<{ vkey: string }> };
@@ -125,6 +130,48 @@ describe('escaping of stored data in CLI output', () => {
       await stopWitness(w);
     }
   }, 60_000);
+});
+
+describe('keys quote a checkpoint verifier key escaped once', () => {
+  // The key's name is the log's origin: here with markup, a quote, a backslash, U+009B and U+202E. JSON.stringify's
+  // quote escaped again by printable printed `"example.com/<b>\\\"q\\\\b\x9b\u{202e}+…"`.
+  const name = '"example.com/<b>\\"q\\\\b\\u009b\\u202e+';
+  const hostile = join(base, 'hostile');
+  const at = ['--root', hostile, '--host', 'host-a'];
+
+  it('keys list: the row quotes it once, a field of its own; keys revoke and rotate name it so too', async () => {
+    await embeddedNamedAsBefore(hostile, HOSTILE_ORIGIN);
+    const ledger = await openLedger({ root: hostile, host: 'host-a', origin: HOSTILE_ORIGIN });
+    const { keyId, vkey } = { keyId: ledger.keyId, vkey: ledger.checkpointVerifierKey };
+    await ledger.close();
+    const shown = `${name}${vkey.slice(HOSTILE_ORIGIN.length + 1)}"`;
+    const listed = JSON.parse((await cli(['keys', 'list', ...at, '--json'])).stdout) as {
+      checkpointKeys: Array<{ keyId: string; vkey: string }>;
+    };
+    expect(listed.checkpointKeys.map((k) => k.vkey)).toEqual([vkey]);
+    const checkpointKeyId = listed.checkpointKeys[0]!.keyId;
+    const list = await cli(['keys', 'list', ...at]);
+    expect(list.code, list.stderr).toBe(0);
+    const row = list.stdout.split('\n').find((l) => l.includes('\tcheckpoints '))!;
+    expect(row.split('\t')).toEqual([
+      'host-a',
+      checkpointKeyId,
+      `checkpoints ${shown}`,
+      expect.stringMatching(/^from /),
+    ]);
+
+    const revoke = await cli(['keys', 'revoke', keyId, ...at]);
+    expect(revoke.code, revoke.stderr).toBe(0);
+    const revokedAt = /^revoked \S+ from (\S+)\n/.exec(revoke.stdout)![1]!;
+    const rotate = await cli(['keys', 'rotate', ...at]);
+    expect(rotate.code, rotate.stderr).toBe(0);
+    const lines = rotate.stdout.split('\n');
+    expect(lines[0]).toMatch(/^rotated: new signing key \S+$/);
+    expect(lines.slice(1)).toEqual([
+      `revoked checkpoint key ${checkpointKeyId} of host-a from ${revokedAt}: take ${shown} out of every witness's logs.json`,
+      '',
+    ]);
+  });
 });
 
 describe('a refusal is escaped once', () => {

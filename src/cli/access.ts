@@ -20,7 +20,15 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { counted, printableLines, printableRow, quoted } from '../../manifests/encoding/printable.js';
+import {
+  counted,
+  escapedOnce,
+  printable,
+  printableLines,
+  printableOnce,
+  printableRow,
+  quoted,
+} from '../../manifests/encoding/printable.js';
 
 const grantOptions = {
   ...storeOptions,
@@ -274,14 +282,14 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
                   ...(k.revokedAt ? [`revoked ${k.revokedAt}`] : []),
                 ]),
               );
-            // A verifier key's name is any non-space text: quoted, and escaped like every line (JSON quoting alone
-            // leaves C1 controls and bidi overrides raw).
+            // A verifier key's name is any non-space text: quoted (`quoted`: what a terminal acts on as \uXXXX), a
+            // field escaped once already (printable again would double each backslash of the quote).
             for (const k of trust.checkpointKeys ?? [])
               io.stdout.write(
                 printableRow([
                   k.host,
                   k.keyId,
-                  `checkpoints ${JSON.stringify(k.vkey)}`,
+                  escapedOnce(`checkpoints ${quoted(k.vkey)}`),
                   `from ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}`,
                   ...(k.revokedAt ? [`revoked ${k.revokedAt}`] : []),
                 ]),
@@ -295,7 +303,9 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
           if (values.json) writeJson(io.stdout, { rotated: true, keyId, checkpointKeysRevoked: revoked });
           else
             io.stdout.write(
-              printableLines([`rotated: new signing key ${keyId}`, ...revoked.map(checkpointKeyRevokedLine)]),
+              [`rotated: new signing key ${printable(keyId)}`, ...revoked.map(checkpointKeyRevokedLine)]
+                .map((l) => `${printableOnce(l)}\n`)
+                .join(''),
             );
         } else if (sub === 'close') {
           // The log's record of the key's window, closed where trust.json ends it (a store restored from before a
@@ -333,15 +343,17 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             });
           else
             io.stdout.write(
-              printableLines([
-                `revoked ${keyId} from ${at}`,
+              [
+                `revoked ${printable(keyId)} from ${printable(at)}`,
                 ...revoked.map(checkpointKeyRevokedLine),
                 ...(atNextRotation
                   ? [
-                      `the checkpoint key this store signs with (${atNextRotation.keyId}) is revoked by the next \`keys rotate\`: run it now`,
+                      `the checkpoint key this store signs with (${printable(atNextRotation.keyId)}) is revoked by the next \`keys rotate\`: run it now`,
                     ]
                   : []),
-              ]),
+              ]
+                .map((l) => `${printableOnce(l)}\n`)
+                .join(''),
             );
         }
         return EXIT_OK;
@@ -354,9 +366,12 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
-/** What `keys revoke` and `keys rotate` say of a checkpoint key they revoked. */
+/**
+ * What `keys revoke` and `keys rotate` say of a checkpoint key they revoked: one terminal-safe line (each value escaped
+ * once where it is put in: the verifier key's name quoted, the rest `printable`), which `printableOnce` prints as it is.
+ */
 const checkpointKeyRevokedLine = (k: { host: string; keyId: string; vkey: string; revokedAt: string }): string =>
-  `revoked checkpoint key ${k.keyId} of ${k.host} from ${k.revokedAt}: take ${JSON.stringify(k.vkey)} out of every witness's logs.json`;
+  `revoked checkpoint key ${printable(k.keyId)} of ${printable(k.host)} from ${printable(k.revokedAt)}: take ${quoted(k.vkey)} out of every witness's logs.json`;
 
 /** A checkpoint key's place in trust.json: host and key id. */
 const checkpointKeyName = (k: { host: string; keyId: string }): string => `${k.host}\u0000${k.keyId}`;
