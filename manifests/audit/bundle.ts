@@ -120,7 +120,10 @@ export function parseBundleHeader(text: string): BundleHeader {
   }
   const parsed = bundleHeaderSchema.safeParse(value);
   if (!parsed.success) {
-    throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE}: ${describeZodError(parsed.error)}`);
+    throw new AuditError(
+      'BUNDLE_INVALID',
+      `${BUNDLE_HEADER_FILE}: ${describeZodError(parsed.error, { escaped: true, schema: bundleHeaderSchema })}`,
+    );
   }
   return parsed.data;
 }

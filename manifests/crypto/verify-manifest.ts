@@ -60,7 +60,10 @@ function readSignedFields(payload: Uint8Array): {
 function verifySchema(value: unknown): Manifest {
   const result = manifestSchema.safeParse(value);
   if (!result.success) {
-    throw new ManifestError('MANIFEST_INVALID', `manifest schema: ${describeZodError(result.error)}`);
+    throw new ManifestError(
+      'MANIFEST_INVALID',
+      `manifest schema: ${describeZodError(result.error, { escaped: true, schema: manifestSchema })}`,
+    );
   }
   return result.data as Manifest;
 }

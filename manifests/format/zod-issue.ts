@@ -68,10 +68,10 @@ function fieldsAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] | u
  *
  * `escaped`: what a terminal acts on in a key or segment it quotes (ESC, C1 controls, bidirectional overrides) as
  * `\uXXXX`, as `shownValue` quotes a caller's value in a refusal: for the library's own refusals (a summary's key a
- * model wrote, a key file's, a trust file's or a witness's logs file's, which operators and auditors write by hand).
- * Without it the text is as zod gives it, for the auditor's findings about a bundle, which the CLI and the page print
- * through `printableOnce` (one that holds a character a terminal acts on escaped whole, `\x1b`, `\u{202e}`: escaped
- * once, never twice).
+ * model wrote, a key file's, a trust file's or a witness's logs file's, which operators and auditors write by hand)
+ * and the auditor's findings about a bundle (a manifest's, bundle.json's), which the CLI and the page print through
+ * `printableOnce`. Without it the text is as zod gives it (an unknown key in raw quotes: a key spelled `k\x1b` reads
+ * as one holding ESC once the line is escaped).
  *
  * `schema` (with `escaped`): the schema that refused the value. An unknown key is then named as the options objects'
  * are, with the known field it is a slip of (`unknown field "nextstep" (did you mean 'nextSteps'?)`), not in zod's

@@ -258,12 +258,15 @@ export const TAMPER_CASES: TamperCase[] = [
  * bundle text is ever interpreted.
  */
 export const HOSTILE_MARKUP = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>';
+/** The hostile manifest's unknown field: markup, an OSC terminal escape (sets the window title) and U+202E. */
+export const HOSTILE_FIELD = `${HOSTILE_MARKUP}\u001b]0;title\u0007\u202e`;
 export const HOSTILE_CASE: TamperCase = {
   name: 'hostile',
   expected: ['MANIFEST_INVALID@10', 'LINE_NOT_JSON@11', 'ENVELOPE_INVALID@12', 'LINE_TOO_LONG@13'],
   make: async (b) => {
     const s1 = b.chains.get('s1')!.built;
-    const extra = { [HOSTILE_MARKUP]: '\u001b[31mred\u001b[0m', '\u001b]0;title\u0007\u202e': HOSTILE_MARKUP };
+    // One unknown field, the one MANIFEST_INVALID names (quoted: `"` as `\"`, what a terminal acts on as \uXXXX).
+    const extra = { [HOSTILE_FIELD]: '\u001b[31mred\u001b[0m' };
     const signed = await signPayload(
       { ...s1[4]!.manifest, seq: 5, prev: s1[4]!.id, createdAt: at(5), ...extra },
       b.key,

@@ -26,6 +26,7 @@ import {
 import {
   flipSignatureBit,
   HOSTILE_CASE,
+  HOSTILE_FIELD,
   HOSTILE_MARKUP,
   TAMPER_CASES,
   writeCase,
@@ -159,10 +160,17 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       }));
       expect(dom.pwned).toBeUndefined();
       expect(dom).toMatchObject({ scripts: 1, images: 0 });
-      // The markup is there, as characters on the page.
-      expect(dom.text).toContain(HOSTILE_MARKUP);
-      // Control and bidi characters from the bundle are shown escaped, as the CLI prints them.
-      expect(dom.text).toContain('\\x1b]0;title\\x07\\u{202e}');
+      // The markup is there, as characters on the page: the finding names the field quoted (its `"` as `\"`), with
+      // the control and bidi characters as \uXXXX, the very line the CLI prints.
+      const field =
+        '"<img src=x onerror=\\"window.__pwned=1\\"><script>window.__pwned=1</script>\\u001b]0;title\\u0007\\u202e"';
+      const line = `MANIFEST_INVALID (line 10): manifest schema: (root): unknown field ${field}`;
+      expect(HOSTILE_FIELD.startsWith(HOSTILE_MARKUP)).toBe(true);
+      expect(cli.findings[0]!.message).toBe(`manifest schema: (root): unknown field ${field}`);
+      expect(await page.$$eval('#findings li', (lis) => lis[0]!.textContent)).toBe(line);
+      const human = captureIo();
+      await verifyCli([dir, '--trust', trustPath, '--workers', '0'], human.io);
+      expect(human.stdout().split('\n')).toContain(`  ${line}`);
       expect(dom.text).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/);
       expect(onlyLocal(seen.requests)).toEqual([]);
       expect(seen.errors).toEqual([]);
@@ -171,9 +179,10 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
     }
   });
 
-  it('shows a line break from a bundle as the CLI prints it (\\x0a), never as a line of its own', async () => {
-    // A finding that quotes the bundle (a signed manifest's unknown field) and a folder name, each writing a
-    // finding and a verdict of its own on the lines after it.
+  it('shows a line break from a bundle as the CLI prints it, never as a line of its own', async () => {
+    // A finding that quotes the bundle (a signed manifest's unknown field, named as a JSON string: the line break as
+    // `\n`) and a folder name (shown bare: `\x0a`), each writing a finding and a verdict of its own on the lines
+    // after it.
     const forged = `\n  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\n\nverdict: OK — all heads proven`;
     const c: TamperCase = {
       name: `forged${forged}`,
@@ -187,15 +196,17 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
     const { dir, trustPath } = await casePaths(c);
     const cli = await cliReport(dir, trustPath);
     expect(codesAt(cli)).toEqual(c.expected);
-    expect(cli.findings[0]!.message).toContain(forged);
-    // What the CLI prints: the finding on one line, the line break as \x0a.
+    // The field quoted, its line breaks as `\n`: in --json's message as in the line the CLI prints.
+    const quotedField = `unknown field "note\\n  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\\n\\nverdict: OK`;
+    expect(cli.findings[0]!.message).toContain(quotedField);
+    expect(cli.findings[0]!.message).not.toMatch(/[\n\r\u2028\u2029]/);
+    // What the CLI prints: the finding on one line.
     const human = captureIo();
     await verifyCli([dir, '--trust', trustPath, '--workers', '0'], human.io);
     const cliLines = human.stdout().split('\n');
     const cliFinding = cliLines.find((l) => l.startsWith('  MANIFEST_INVALID'))!;
-    expect(cliFinding).toContain(
-      `note\\x0a  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\\x0a\\x0averdict: OK`,
-    );
+    expect(cliFinding).toBe(`  MANIFEST_INVALID (line 10): ${cli.findings[0]!.message}`);
+    expect(cliFinding).toContain(quotedField);
     expect(cliLines.filter((l) => l.startsWith('verdict: '))).toEqual([describeVerdict(cli)]);
     const page = await browser.newPage();
     const seen = watchPage(page);
@@ -224,7 +235,7 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
     }
   });
 
-  it('shows a line break in an error from a bundle as the CLI prints it (\\x0a)', async () => {
+  it('shows a line break in an error from a bundle as the CLI prints it (an unknown field quoted: `\\n`)', async () => {
     const { dir, trustPath } = await casePaths(TAMPER_CASES[0]!);
     const header = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8'));
     writeFileSync(join(dir, 'bundle.json'), JSON.stringify({ ...header, 'x\nverdict: OK': 1 }));
@@ -234,7 +245,7 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       .stderr()
       .replace(/^handoff-ledger: /, '')
       .replace(/\n$/, '');
-    expect(cliLine).toMatch(/^BUNDLE_INVALID: .*x\\x0averdict: OK/);
+    expect(cliLine).toBe('BUNDLE_INVALID: bundle.json: (root): unknown field "x\\nverdict: OK"');
     const page = await browser.newPage();
     try {
       await verifyInPage(page, dir, trustPath);
