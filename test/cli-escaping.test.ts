@@ -185,6 +185,8 @@ describe('a refusal is escaped once', () => {
     ['USAGE', ['keys', 'lst\u009b\\', ...store]],
     ['USAGE', ['gc', ...store, '--grace', '1\u001bh\\']],
     ['USAGE', ['witness', 'serve\u202e']],
+    // A root inside the store, named with a C1 control and a bidi override (JSON.stringify left them raw).
+    ['INVALID_ARGUMENT', ['grants', '--root', join(root, 'keys', 'x\u009b\u202e\\'), '--host', 'host-a']],
   ];
   it.each(cases)('%s: %j prints the message --json gives, escaped once', async (code, argv) => {
     const human = await cli(argv);

@@ -46,7 +46,7 @@ import { Ledger } from './ledger.js';
 import { parseHost } from './scope.js';
 import { checkIdentifierPolicy, checkTelemetryProviders, type TelemetryOptions } from '../telemetry/telemetry.js';
 import type { OpenLedgerOptions, ResolvedOpenOptions } from './options.js';
-import { printableOnce, shellWord } from '../../manifests/encoding/printable.js';
+import { printableOnce, quoted, shellWord } from '../../manifests/encoding/printable.js';
 import { readRootFormat, writeRootFormat } from './root-format.js';
 
 export type { OpenLedgerOptions } from './options.js';
@@ -134,7 +134,7 @@ async function refuseRootInsideStore(root: string): Promise<void> {
     if (await isStoreRoot(dir))
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `root ${JSON.stringify(root)} is inside the store at ${JSON.stringify(dir)}, and no store itself: a store is never made inside another (give --root ${shellWord(dir)} for that store)`,
+        `root ${quoted(root)} is inside the store at ${quoted(dir)}, and no store itself: a store is never made inside another (give --root ${shellWord(dir)} for that store)`,
       );
     if (dirname(dir) === dir) return;
   }
