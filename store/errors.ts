@@ -257,12 +257,17 @@ export const typeName = (value: unknown): string => (value === null ? 'null' : t
 
 /**
  * A caller's value (or a stored one) as a refusal's message names it, without converting it: a string quoted (its
- * first `max` units, a JSON string with nothing a terminal acts on left raw), a number, boolean, bigint, null or
+ * first `max` units and, when it goes on, `…` after the closing quote; a JSON string with nothing a terminal acts on left raw), a number, boolean, bigint, null or
  * undefined as itself, anything else by its type. `${value}` or `String(value)` of an object whose `toString` throws
  * (or a symbol, in a template) threw that error in place of the coded refusal.
  */
 export function shownValue(value: unknown, max = 40): string {
-  if (typeof value === 'string') return escapeRawInJson(JSON.stringify(value.slice(0, max)));
+  if (typeof value === 'string') {
+    // Cut: `…` after the quote says so (a key shown cut short read as the whole key). A pair is not split.
+    if (value.length <= max) return escapeRawInJson(JSON.stringify(value));
+    const end = /[\uD800-\uDBFF]/.test(value[max - 1]!) ? max - 1 : max;
+    return `${escapeRawInJson(JSON.stringify(value.slice(0, end)))}…`;
+  }
   if (value === null || ['number', 'boolean', 'bigint', 'undefined'].includes(typeof value)) return String(value);
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }

@@ -232,7 +232,7 @@ describe('numbers the operator writes', () => {
   for (const caller of callers)
     it(`${caller.name}: the same texts are numbers, within its own range (${caller.min} to ${caller.max})`, async () => {
       const refusal = (text: string) =>
-        `${caller.name} must be ${caller.or ? `${caller.or} or ` : ''}a whole number${caller.unit ? ` of ${caller.unit}` : ''} from ${caller.min} to ${caller.max}, not ${JSON.stringify(text.slice(0, 40))}`;
+        `${caller.name} must be ${caller.or ? `${caller.or} or ` : ''}a whole number${caller.unit ? ` of ${caller.unit}` : ''} from ${caller.min} to ${caller.max}, not ${JSON.stringify(text.slice(0, 40))}${text.length > 40 ? '…' : ''}`;
       for (const [text, value] of TABLE) {
         const inRange = value !== undefined && value >= caller.min && value <= caller.max;
         expect(await caller.read(text), `${caller.name} ${JSON.stringify(text)}`).toEqual(

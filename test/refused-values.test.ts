@@ -107,8 +107,11 @@ describe('a refused value is named by shownValue', () => {
         code: 'INVALID_ARGUMENT',
         message: 'keyId is not a printable key id: an object',
       });
-      // A string is still shown quoted, up to 80 characters.
+      // A string is still shown quoted, up to 80 characters, with `…` after the quote where it was cut.
       expect((await refusal(() => log.positionOf('x'.repeat(100) as never))).message).toBe(
+        `id is not a blake3 digest: "${'x'.repeat(80)}"…`,
+      );
+      expect((await refusal(() => log.positionOf('x'.repeat(80) as never))).message).toBe(
         `id is not a blake3 digest: "${'x'.repeat(80)}"`,
       );
     } finally {

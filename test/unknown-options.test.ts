@@ -111,7 +111,7 @@ describe('readOptionFields', () => {
       err = e;
     }
     expect((err as Error).message).toBe(
-      `options: unknown option ${JSON.stringify(long.slice(0, 40))}, and 1 more unknown`,
+      `options: unknown option ${JSON.stringify(long.slice(0, 40))}…, and 1 more unknown`,
     );
     expect(readOptionFields({ signal: undefined, [Symbol('s')]: 3 }, ['signal'], 'options', StoreError)).toEqual({});
     // Objects that are no options (a signer, a record) may carry more.
