@@ -13,6 +13,7 @@ import { printableOnce } from '../manifests/encoding/printable.js';
 import { digestOf, formatDigest, isHandoffLedgerError, loadHashBackend } from '../store/index.js';
 import {
   checkpointVerifiers,
+  encodeVerifierKey,
   findTrustedKey,
   formatCheckpoint,
   keyIdOf,
@@ -25,7 +26,25 @@ import {
   signEnvelope,
   signNote,
 } from '../manifests/index.js';
-import { leafHash, nodeHash, parseBundleHeader, sessionHeadsRoot } from '../manifests/audit/index.js';
+import {
+  leafHash,
+  nodeHash,
+  parseBundleHeader,
+  rootFromInclusionProof,
+  sessionHeadsRoot,
+  verifyConsistency,
+  verifyInclusion,
+  verifySessionHead,
+  witnessDigest,
+} from '../manifests/audit/index.js';
+import { cosignerKeyHash } from '../manifests/crypto/cosignature.js';
+import {
+  nodeName,
+  proveSessionHead,
+  SessionHeadsUpdate,
+  type HeadsNode,
+  type HeadsNodeReader,
+} from '../manifests/tlog/session-heads.js';
 import { LocalSigner, generateJwk } from '../src/index.js';
 
 const NOT_BYTES: unknown[] = [undefined, null, 5, 'abc', {}, [1, 2, 3], new ArrayBuffer(32)];
@@ -277,6 +296,51 @@ describe("another realm's Uint8Array (a vm context's, a test sandbox's) is bytes
     const fake = { [Symbol.toStringTag]: 'Uint8Array', length: 3, 0: 1, 1: 2, 2: 3 };
     expect(await refusal(() => digestOf(fake as never))).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(nodeVerifier.verify(fake as never, abc, signer.publicKey)).toBe(false);
+  });
+
+  it('the Merkle and session-heads verifiers take foreign hashes, roots and leaves (they answered "not bytes")', async () => {
+    const leaves = [1, 2, 3, 4, 5].map((i) => leafHash(Uint8Array.of(i)));
+    const n = (a: Uint8Array, b: Uint8Array) => nodeHash(a, b);
+    const root4 = n(n(leaves[0]!, leaves[1]!), n(leaves[2]!, leaves[3]!));
+    const root5 = n(root4, leaves[4]!);
+    // Leaf 2 of 5: its sibling leaf 3, the pair (0,1), then leaf 4.
+    const inclusion = [leaves[3]!, n(leaves[0]!, leaves[1]!), leaves[4]!];
+    expect(verifyInclusion(2, 5, leaves[2]!, inclusion, root5)).toEqual({ ok: true });
+    expect(verifyInclusion(2, 5, foreign(leaves[2]!), inclusion.map(foreign), foreign(root5))).toEqual({ ok: true });
+    expect(rootFromInclusionProof(2, 5, foreign(leaves[2]!), inclusion.map(foreign))).toEqual({
+      ok: true,
+      root: root5,
+    });
+    expect(verifyInclusion(2, 5, foreign(leaves[2]!), inclusion.map(foreign), foreign(root4)).ok).toBe(false);
+    // 4 → 5: the old tree is a perfect subtree, so the proof is leaf 4 alone.
+    expect(verifyConsistency(4, 5, [foreign(leaves[4]!)], foreign(root4), foreign(root5))).toEqual({ ok: true });
+    expect(verifyConsistency(5, 5, [], foreign(root5), foreign(root5))).toEqual({ ok: true });
+    expect(verifyConsistency(4, 5, [foreign(leaves[4]!)], foreign(root5), foreign(root5)).ok).toBe(false);
+
+    const nodes = new Map<string, HeadsNode>();
+    const read: HeadsNodeReader = async (paths) => paths.map((p) => nodes.get(nodeName(p)));
+    const update = new SessionHeadsUpdate(read);
+    const head = { seq: 3, id: `blake3:${'3'.repeat(64)}` };
+    await update.set('s', head);
+    for (const c of await update.changes()) nodes.set(nodeName(c.path), c.node);
+    const root = await update.root();
+    const { proof } = await proveSessionHead(read, 's');
+    expect(verifySessionHead(root, 's', head, proof)).toEqual({ ok: true });
+    expect(verifySessionHead(foreign(root), 's', head, proof)).toEqual({ ok: true });
+    expect(verifySessionHead(foreign(root), 's', { ...head, seq: 4 }, proof).ok).toBe(false);
+  });
+
+  it('a checkpoint with a foreign root, verifier keys and pinned witness keys of foreign public keys format', () => {
+    const root = leafHash(abc);
+    const checkpoint = { origin: 'log.example/a', size: 3, root, extensions: [] };
+    expect(formatCheckpoint({ ...checkpoint, root: foreign(root) })).toBe(formatCheckpoint(checkpoint));
+    expect(encodeVerifierKey('log.example/a', foreign(signer.publicKey))).toBe(
+      encodeVerifierKey('log.example/a', signer.publicKey),
+    );
+    const key = { name: 'w.example', keyHash: cosignerKeyHash('w.example', signer.publicKey) };
+    expect(witnessDigest([{ ...key, publicKey: foreign(signer.publicKey) }])).toBe(
+      witnessDigest([{ ...key, publicKey: signer.publicKey }]),
+    );
   });
 });
 

@@ -12,7 +12,7 @@
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../crypto/cosignature.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
-import { errorText, typeName } from '../../store/errors.js';
+import { errorText, isUint8Array, typeName } from '../../store/errors.js';
 import { bytesToHex, digestOf, type Digest } from '../../store/hash/digest.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { canonicalBytes } from '../encoding/canonical.js';
@@ -122,7 +122,7 @@ function verifierKeyText(k: CosignerKey): string {
     !Number.isSafeInteger(k.keyHash) ||
     k.keyHash < 0 ||
     k.keyHash > 0xffff_ffff ||
-    !(k.publicKey instanceof Uint8Array) ||
+    !isUint8Array(k.publicKey) ||
     k.publicKey.length !== 32
   )
     throw new ManifestError('KEY_INVALID', 'a pinned witness key is not one (read them with parseWitnessKeys)');

@@ -160,7 +160,7 @@ const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 /** The verifier key string `<name>+<hash hex>+<base64(alg ‖ key)>` of a kind. @throws TypeError for a bad name or key */
 export function encodeEd25519Key(kind: Ed25519KeyKind, name: string, publicKey: Uint8Array): string {
   if (!isValidKeyName(name)) throw new TypeError(`invalid ${kind.nameNoun} name ${JSON.stringify(name)}`);
-  if (!(publicKey instanceof Uint8Array) || publicKey.length !== 32) throw new TypeError('an Ed25519 key is 32 bytes');
+  if (!isUint8Array(publicKey) || publicKey.length !== 32) throw new TypeError('an Ed25519 key is 32 bytes');
   const key = new Uint8Array(33);
   key[0] = kind.alg;
   key.set(publicKey, 1);

@@ -9,6 +9,7 @@ import { ManifestError } from '../errors.js';
 import { isValidKeyName, isWellFormed } from '../crypto/note.js';
 import { HASH_SIZE } from '../tlog/merkle.js';
 import { isTerminalSafe } from '../encoding/printable.js';
+import { isUint8Array } from '../../store/errors.js';
 
 export interface Checkpoint {
   origin: string;
@@ -64,7 +65,7 @@ export function formatCheckpoint(c: Checkpoint): string {
     throw invalid('the extensions must be an array of lines of text');
   if (!isValidOrigin(c.origin)) throw invalid('the origin must be a non-empty name without spaces or "+"');
   if (!Number.isSafeInteger(c.size) || c.size < 0) throw invalid('the size must be a non-negative integer');
-  if (!(c.root instanceof Uint8Array) || c.root.length !== HASH_SIZE) throw invalid('the root must be 32 bytes');
+  if (!isUint8Array(c.root) || c.root.length !== HASH_SIZE) throw invalid('the root must be 32 bytes');
   for (const e of c.extensions)
     if (e.length === 0 || e.includes('\n')) throw invalid('extension lines must be non-empty single lines');
   return [c.origin, String(c.size), encodeBase64(c.root), ...c.extensions].map((l) => `${l}\n`).join('');

@@ -8,7 +8,7 @@
  * that 64-bit trees never meet JavaScript's 32-bit bitwise operators.
  */
 import { sha256 } from '../crypto/sha256.js';
-import { checkBytesArgument } from '../../store/errors.js';
+import { checkBytesArgument, isUint8Array } from '../../store/errors.js';
 import { ManifestError } from '../errors.js';
 
 export const HASH_SIZE = 32;
@@ -109,7 +109,7 @@ function chainBorderRight(seed: Uint8Array, proof: Uint8Array[]): Uint8Array {
   return seed;
 }
 
-const wellSized = (hashes: Uint8Array[]) => hashes.every((h) => h instanceof Uint8Array && h.length === HASH_SIZE);
+const wellSized = (hashes: Uint8Array[]) => hashes.every((h) => isUint8Array(h) && h.length === HASH_SIZE);
 
 /**
  * What is wrong with the type of a proof or a root handed to a verifier (`undefined`: nothing), so that it answers with
@@ -119,7 +119,7 @@ const wellSized = (hashes: Uint8Array[]) => hashes.every((h) => h instanceof Uin
  */
 function argumentProblem(proof: unknown, roots: Array<[string, unknown]>): string | undefined {
   if (!Array.isArray(proof)) return 'the proof is not a list of hashes';
-  for (const [name, root] of roots) if (!(root instanceof Uint8Array)) return `${name} is not bytes (a Uint8Array)`;
+  for (const [name, root] of roots) if (!isUint8Array(root)) return `${name} is not bytes (a Uint8Array)`;
   return undefined;
 }
 
@@ -137,8 +137,7 @@ export function rootFromInclusionProof(
   const n = toIndex(size);
   if (i === undefined || n === undefined) return { ok: false, reason: 'index and size must be non-negative integers' };
   if (i >= n) return { ok: false, reason: `index ${i} is beyond the tree size ${n}` };
-  if (!(leaf instanceof Uint8Array) || leaf.length !== HASH_SIZE)
-    return { ok: false, reason: 'the leaf hash is not 32 bytes' };
+  if (!isUint8Array(leaf) || leaf.length !== HASH_SIZE) return { ok: false, reason: 'the leaf hash is not 32 bytes' };
   const problem = argumentProblem(proof, []);
   if (problem) return { ok: false, reason: problem };
   if (!wellSized(proof)) return { ok: false, reason: 'a proof hash is not 32 bytes' };

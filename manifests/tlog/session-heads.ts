@@ -20,7 +20,7 @@ import { sha256 } from '../crypto/sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { domainHash, equalBytes, type ProofResult } from './merkle.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
-import { shownValue } from '../../store/errors.js';
+import { isUint8Array, shownValue } from '../../store/errors.js';
 
 export const KEY_BITS = 256;
 const LEAF = 0x10;
@@ -716,7 +716,7 @@ export function verifySessionHead(
   head: SessionHead | undefined,
   proof: unknown,
 ): ProofResult {
-  if (!(root instanceof Uint8Array) || root.length !== 32) return fail('the root is not 32 bytes');
+  if (!isUint8Array(root) || root.length !== 32) return fail('the root is not 32 bytes');
   if (
     head !== undefined &&
     (typeof head !== 'object' ||
