@@ -45,7 +45,8 @@ import {
   type HeadsNode,
   type HeadsNodeReader,
 } from '../manifests/tlog/session-heads.js';
-import { LocalSigner, generateJwk } from '../src/index.js';
+import { LocalSigner, generateJwk, openLedger } from '../src/index.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
 
 const NOT_BYTES: unknown[] = [undefined, null, 5, 'abc', {}, [1, 2, 3], new ArrayBuffer(32)];
 
@@ -296,6 +297,30 @@ describe("another realm's Uint8Array (a vm context's, a test sandbox's) is bytes
     const fake = { [Symbol.toStringTag]: 'Uint8Array', length: 3, 0: 1, 1: 2, 2: 3 };
     expect(await refusal(() => digestOf(fake as never))).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(nodeVerifier.verify(fake as never, abc, signer.publicKey)).toBe(false);
+  });
+
+  it('a ledger publishes with a signer whose key and signatures are foreign (openLedger refused it, the keyring too)', async () => {
+    const inner = new LocalSigner(generateJwk());
+    let signed = 0;
+    const kms = {
+      keyId: 'kms:projects/p/keys/host-a/1',
+      publicKey: foreign(inner.publicKey),
+      sign: async (m: Uint8Array) => {
+        signed++;
+        return foreign(inner.sign(m));
+      },
+    };
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a', signer: kms });
+    try {
+      const scope = { principal: 'alice', session: 's', run: 'r' };
+      await ledger.publish(scope, sampleSummary());
+      expect(signed).toBeGreaterThanOrEqual(2); // the keyring's test signature, then the manifest's
+      const resumed = await ledger.resume(scope);
+      expect(resumed?.manifest.keyId).toBe(kms.keyId);
+      expect(resumed?.summary).toEqual(sampleSummary());
+    } finally {
+      await ledger.close();
+    }
   });
 
   it('the Merkle and session-heads verifiers take foreign hashes, roots and leaves (they answered "not bytes")', async () => {

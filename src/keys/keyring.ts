@@ -26,7 +26,7 @@ import {
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError, untilCancelled } from '../errors.js';
-import { errorText, shownValue, StoreError } from '../../store/errors.js';
+import { errorText, isUint8Array, shownValue, StoreError } from '../../store/errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -273,8 +273,8 @@ async function assertSignerVerifies(signer: Signer): Promise<void> {
   // The key read once with the signer (codedSigner), not the caller's getter again.
   const publicKey = coded.publicKey as unknown;
   if (
-    !(signature instanceof Uint8Array) ||
-    !(publicKey instanceof Uint8Array) ||
+    !isUint8Array(signature) ||
+    !isUint8Array(publicKey) ||
     !nodeVerifier.verify(signature, SIGNER_TEST_MESSAGE, publicKey)
   )
     throw new LedgerError(

@@ -29,6 +29,7 @@ import { ManifestError } from '../../manifests/errors.js';
 import {
   checkBooleanOption,
   isHandoffLedgerError,
+  isUint8Array,
   namedCancel,
   readOptionFields,
   escapedText,
@@ -197,7 +198,7 @@ function checkKeyOptions(options: ResolvedOpenOptions): void {
     signer !== undefined &&
     (typeof signer !== 'object' ||
       typeof signer.keyId !== 'string' ||
-      !(signer.publicKey instanceof Uint8Array) ||
+      !isUint8Array(signer.publicKey) ||
       typeof signer.sign !== 'function')
   )
     throw new LedgerError(
