@@ -4,7 +4,7 @@
  * the same conformance suite (test/conformance/blob-store.ts).
  */
 import { digestHex, type Digest } from './hash/digest.js';
-import { readOptionFields, refuseNonSignal, shownValue, StoreError, throwIfAborted } from './errors.js';
+import { isUint8Array, readOptionFields, refuseNonSignal, shownValue, StoreError, throwIfAborted } from './errors.js';
 
 export interface BlobInfo {
   digest: Digest;
@@ -184,7 +184,7 @@ function isIterable(value: unknown): value is AsyncIterable<unknown> {
 async function* metered(source: AsyncIterable<unknown>, limits: WriteLimits): AsyncIterable<Uint8Array> {
   let size = 0;
   for await (const chunk of source) {
-    if (!(chunk instanceof Uint8Array)) throw invalid('a blob source must yield Uint8Array chunks');
+    if (!isUint8Array(chunk)) throw invalid('a blob source must yield Uint8Array chunks');
     size += chunk.length;
     if (size > limits.limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limits.limit} bytes`);
     throwIfAborted(limits.signal);
@@ -210,7 +210,9 @@ export abstract class AbstractBlobStore implements BlobStore {
     const { maxBytes, signal } = checkReadOptions(options);
     const limits: WriteLimits = { limit: Math.min(maxBytes ?? Infinity, this.maxBlobBytes), signal };
     throwIfAborted(signal);
-    if (source instanceof Uint8Array) {
+    // By its brand: a Uint8Array of another realm (a vm context's, a test sandbox's Buffer) is bytes, stored as one;
+    // `instanceof` sent it on as an iterable of numbers, refused as chunks that are no Uint8Array.
+    if (isUint8Array(source)) {
       if (source.length > limits.limit)
         throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limits.limit}`);
       return this._put(source, limits);

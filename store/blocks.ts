@@ -3,6 +3,7 @@
  * writes and the PostgreSQL store's chunk rows. Isomorphic.
  */
 import type { BlobSource } from './blob-store.js';
+import { isUint8Array } from './errors.js';
 
 /**
  * Cuts a source into blocks of exactly `buffers[0].length` bytes (the last one shorter, none for an
@@ -15,7 +16,7 @@ export async function* fixedBlocks(source: BlobSource, buffers: readonly Uint8Ar
   const size = buffers[0]?.length ?? 0;
   if (size === 0 || buffers.some((b) => b.length !== size))
     throw new RangeError('fixedBlocks needs one or more buffers of one non-zero size');
-  if (source instanceof Uint8Array) {
+  if (isUint8Array(source)) {
     for (let off = 0; off < source.length; off += size) yield source.subarray(off, off + size);
     return;
   }

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { runInNewContext } from 'node:vm';
 import { escapedText } from '../store/errors.js';
 import { printableOnce } from '../manifests/encoding/printable.js';
-import { digestOf, formatDigest, isHandoffLedgerError, loadHashBackend } from '../store/index.js';
+import { digestOf, formatDigest, FsBlobStore, isHandoffLedgerError, loadHashBackend } from '../store/index.js';
 import {
   checkpointVerifiers,
   encodeVerifierKey,
@@ -38,6 +38,7 @@ import {
   witnessDigest,
 } from '../manifests/audit/index.js';
 import { cosignerKeyHash } from '../manifests/crypto/cosignature.js';
+import { fixedBlocks } from '../store/blocks.js';
 import {
   nodeName,
   proveSessionHead,
@@ -297,6 +298,41 @@ describe("another realm's Uint8Array (a vm context's, a test sandbox's) is bytes
     const fake = { [Symbol.toStringTag]: 'Uint8Array', length: 3, 0: 1, 1: 2, 2: 3 };
     expect(await refusal(() => digestOf(fake as never))).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(nodeVerifier.verify(fake as never, abc, signer.publicKey)).toBe(false);
+  });
+
+  it('a blob store stores a foreign Uint8Array, and foreign chunks, as the local bytes (they were iterated as numbers)', async () => {
+    const { store } = await FsBlobStore.open(tempDir(), { hash: await loadHashBackend('auto') });
+    const small = new TextEncoder().encode('a summary, as a vm context hands it over');
+    // Past one flush-behind step (8 MiB): the stream path, cut into blocks.
+    const large = new Uint8Array(8 * 1024 * 1024 + 5).map((_, i) => (i * 31) & 0xff);
+    const foreignLarge = runInNewContext('new Uint8Array(n)', { n: large.length }) as Uint8Array;
+    foreignLarge.set(large);
+    expect(foreignLarge instanceof Uint8Array).toBe(false);
+    for (const [local, other] of [
+      [small, foreign(small)],
+      [large, foreignLarge],
+    ] as const) {
+      const stored = await store.put(other);
+      expect(stored).toEqual({ digest: digestOf(local), size: local.length });
+      expect(Buffer.compare(await store.get(stored.digest), local)).toBe(0);
+    }
+    const chunks = (async function* () {
+      yield foreign(small.subarray(0, 7));
+      yield foreign(small.subarray(7));
+    })();
+    expect(await store.put(chunks)).toEqual({ digest: digestOf(small), size: small.length });
+    expect(await refusal(() => store.put(foreign(small), { maxBytes: 3 }))).toMatchObject({ code: 'BLOB_TOO_LARGE' });
+  });
+
+  it("the block cutter (PostgreSQL's rows) cuts a foreign Uint8Array as bytes: it was iterated as numbers, into no block", async () => {
+    const bytes = Uint8Array.from({ length: 10 }, (_, i) => i);
+    const blocks: number[][] = [];
+    for await (const b of fixedBlocks(foreign(bytes), [new Uint8Array(4), new Uint8Array(4)])) blocks.push([...b]);
+    expect(blocks).toEqual([
+      [0, 1, 2, 3],
+      [4, 5, 6, 7],
+      [8, 9],
+    ]);
   });
 
   it('a ledger publishes with a signer whose key and signatures are foreign (openLedger refused it, the keyring too)', async () => {

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { digestHex, hashBackendProblem, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
 import {
+  isUint8Array,
   OPERATION_CANCELLED,
   readOptionFields,
   shownValue,
@@ -344,9 +345,9 @@ export class FsBlobStore extends AbstractBlobStore {
       // A buffer above one flush-behind step is written as the stream path writes (fsyncs behind the writes, hashed
       // on the hash thread): one write and one fsync of it ran at ~0.65× of that (benchmarks/large-steps.ts).
       const written =
-        source instanceof Uint8Array && source.length <= FLUSH_BEHIND
+        isUint8Array(source) && source.length <= FLUSH_BEHIND
           ? await writeBuffer(ctx, handle, source, signal)
-          : await writeStream(ctx, handle, source instanceof Uint8Array ? slices(source) : source, signal);
+          : await writeStream(ctx, handle, isUint8Array(source) ? slices(source) : source, signal);
       await this.fs.close(handle).catch(wrap('close'));
       handle = undefined;
       throwIfAborted(signal);
