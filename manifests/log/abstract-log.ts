@@ -5,7 +5,7 @@
  * scheme can be confused by a separator inside one. Isomorphic.
  */
 import { isDigest, type Digest } from '../../store/hash/digest.js';
-import { readOptionFields, refuseNonSignal, shownValue, throwIfAborted } from '../../store/errors.js';
+import { isUint8Array, readOptionFields, refuseNonSignal, shownValue, throwIfAborted } from '../../store/errors.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
 import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, indexFacts, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
@@ -157,7 +157,7 @@ function checkNodePaths(paths: unknown): NodePath[] {
       'allowed',
     );
     const depthOk = typeof depth === 'number' && Number.isInteger(depth) && depth >= 0 && depth <= KEY_BITS;
-    if (!depthOk || !(prefix instanceof Uint8Array) || prefix.length !== KEY_BITS / 8 || !zeroPast(prefix, depth))
+    if (!depthOk || !isUint8Array(prefix) || prefix.length !== KEY_BITS / 8 || !zeroPast(prefix, depth))
       throw new ManifestError(
         'INVALID_ARGUMENT',
         `${name} is not a node of the index (a depth from 0 to ${KEY_BITS} and a 32-byte prefix with no bit set past it)`,
@@ -208,8 +208,7 @@ function checkRequest(request: unknown): AppendRequest {
       'allowed',
     );
     const digest = checkDigest(blob.digest, 'blob.digest');
-    if (!(blob.bytes instanceof Uint8Array))
-      throw new ManifestError('INVALID_ARGUMENT', 'blob.bytes must be a Uint8Array');
+    if (!isUint8Array(blob.bytes)) throw new ManifestError('INVALID_ARGUMENT', 'blob.bytes must be a Uint8Array');
     checked.blob = { digest, bytes: blob.bytes };
   }
   if (r.signed !== undefined) {

@@ -3,6 +3,7 @@
  * watermarks. Every backend (LevelDB, PostgreSQL) runs it unchanged through a factory.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runInNewContext } from 'node:vm';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { ManifestError, type ManifestErrorCode } from '../../manifests/errors.js';
 import type { AppendRequest, GrantRecord, HeadWindow, LogEntry, ManifestLog } from '../../manifests/log/log.js';
@@ -695,6 +696,15 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory, { ho
         expect((await fx.log.treeHead()).size).toBe(2 * bad.length);
       });
 
+      it("stores an inline blob given as another realm's Uint8Array (a vm context's, a test sandbox's) as its bytes", async () => {
+        const bytes = new TextEncoder().encode('inline, from another realm');
+        const digest = digestOf(bytes);
+        const foreign = runInNewContext('new Uint8Array(b)', { b: [...bytes] }) as Uint8Array;
+        expect(foreign instanceof Uint8Array).toBe(false);
+        await fx.log.append({ ...link('a', 0), blob: { digest, bytes: foreign } });
+        expect(new Uint8Array((await fx.log.inlineBlobs!.get(digest))!)).toEqual(bytes);
+      });
+
       it('refuses a malformed digest (INVALID_ID) or storedBeforeMs (INVALID_ARGUMENT) for an inline blob, and removes nothing', async () => {
         const bytes = new TextEncoder().encode('inline');
         const digest = digestOf(bytes);
@@ -1033,6 +1043,15 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory, { ho
       /** The index root recomputed from the heads the log lists: what every backend's stored index must equal. */
       const expectedRoot = async (log: ManifestLog) =>
         hex(sessionHeadsRoot((await collect(log.heads())).map((h) => ({ session: h.session, head: h }))));
+
+      it("reads a node at a path whose prefix is another realm's Uint8Array (it was INVALID_ARGUMENT)", async () => {
+        await appendChain('a', 2);
+        const prefix = runInNewContext('new Uint8Array(32)') as Uint8Array;
+        expect(prefix instanceof Uint8Array).toBe(false);
+        const [node] = await fx.log.sessionHeadNodes!([{ depth: 0, prefix }]);
+        expect(node).toBeDefined();
+        expect(node).toEqual((await fx.log.sessionHeadNodes!([{ depth: 0, prefix: new Uint8Array(32) }]))[0]);
+      });
 
       it('commits every head with the entries, after concurrent appends, and proves each one', async () => {
         await Promise.all(['a', 'b', 'c', 'a.b', 'ab'].map((s, i) => appendChain(s, 1 + (i % 3))));
