@@ -28,6 +28,7 @@ import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManifestError } from '../manifests/errors.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
@@ -351,6 +352,20 @@ describe('principal and session ids in telemetry', () => {
     const text = everyValue(spans, all);
     expect(text).not.toContain(scope.principal);
     expect(text).not.toContain(scope.session);
+  });
+
+  it("take a hash key that is another realm's Uint8Array (a vm context's, a test sandbox's): it was INVALID_ARGUMENT", async () => {
+    const hashKey = new Uint8Array(32).fill(7);
+    const foreign = runInNewContext('new Uint8Array(32).fill(7)') as Uint8Array;
+    expect(foreign instanceof Uint8Array).toBe(false);
+    const { spans } = await run({ hashKey: foreign });
+    const hash = (v: string) => bytesToHex(blake3(new TextEncoder().encode(v), { key: hashKey }));
+    expect(spans.length).toBeGreaterThan(0);
+    for (const s of spans)
+      expect(s.attributes).toMatchObject({
+        'handoff_ledger.principal_hash': hash(scope.principal),
+        'handoff_ledger.session_hash': hash(scope.session),
+      });
   });
 
   it('are recorded in plain only when asked for, with error messages', async () => {

@@ -29,7 +29,7 @@ import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { LedgerError } from '../errors.js';
-import { readOptionFields } from '../../store/errors.js';
+import { isUint8Array, readOptionFields } from '../../store/errors.js';
 
 /** How principal and session ids appear in telemetry. */
 export type IdentifierPolicy = 'omit' | 'plain' | { hashKey: Uint8Array };
@@ -83,7 +83,7 @@ export function errorCode(err: unknown): string {
  */
 export function checkIdentifierPolicy(policy: IdentifierPolicy): IdentifierPolicy {
   if (policy === 'omit' || policy === 'plain') return policy;
-  if (!(policy?.hashKey instanceof Uint8Array) || policy.hashKey.length !== 32)
+  if (!isUint8Array(policy?.hashKey) || policy.hashKey.length !== 32)
     throw new LedgerError(
       'INVALID_ARGUMENT',
       "telemetry identifiers: hashKey must be 32 bytes (or use 'omit' / 'plain')",
