@@ -10,7 +10,19 @@ import { describe, expect, it } from 'vitest';
 import { runInNewContext } from 'node:vm';
 import { escapedText } from '../store/errors.js';
 import { printableOnce } from '../manifests/encoding/printable.js';
-import { digestOf, formatDigest, FsBlobStore, isHandoffLedgerError, loadHashBackend } from '../store/index.js';
+import {
+  digestOf,
+  formatDigest,
+  FsBlobStore,
+  isHandoffLedgerError,
+  loadHashBackend,
+  type BlobStore,
+  type Digest,
+  type GetOptions,
+} from '../store/index.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { bundleBlobPath } from '../manifests/audit/bundle.js';
 import {
   checkpointVerifiers,
   encodeVerifierKey,
@@ -46,7 +58,7 @@ import {
   type HeadsNode,
   type HeadsNodeReader,
 } from '../manifests/tlog/session-heads.js';
-import { LocalSigner, generateJwk, openLedger } from '../src/index.js';
+import { exportBundle, LocalSigner, generateJwk, openLedger } from '../src/index.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const NOT_BYTES: unknown[] = [undefined, null, 5, 'abc', {}, [1, 2, 3], new ArrayBuffer(32)];
@@ -322,6 +334,22 @@ describe("another realm's Uint8Array (a vm context's, a test sandbox's) is bytes
     })();
     expect(await store.put(chunks)).toEqual({ digest: digestOf(small), size: small.length });
     expect(await refusal(() => store.put(foreign(small), { maxBytes: 3 }))).toMatchObject({ code: 'BLOB_TOO_LARGE' });
+  });
+
+  it("export writes a blob a source's store returns as a foreign Uint8Array as its bytes (it was iterated)", async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    try {
+      const receipt = await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
+      const bytes = await ledger.blobs.get(receipt.digest);
+      const blobs = { get: async (d: Digest, o?: GetOptions) => foreign(await ledger.blobs.get(d, o)) };
+      const out = join(tempDir(), 'bundle');
+      const source = { host: ledger.host, log: ledger.log, blobs: blobs as unknown as BlobStore };
+      const result = await exportBundle(source, { out, withBlobs: true });
+      expect(result.unavailableBlobs).toEqual([]);
+      expect(readFileSync(join(out, bundleBlobPath(receipt.digest)))).toEqual(Buffer.from(bytes));
+    } finally {
+      await ledger.close();
+    }
   });
 
   it("the block cutter (PostgreSQL's rows) cuts a foreign Uint8Array as bytes: it was iterated as numbers, into no block", async () => {

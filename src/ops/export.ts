@@ -24,6 +24,7 @@ import type { BlobStore } from '../../store/blob-store.js';
 import {
   checkBooleanOption,
   errorText,
+  isUint8Array,
   readOptionFields,
   StoreError,
   type NamesEveryField,
@@ -333,7 +334,8 @@ async function cutFor(
 async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
   const h: FileHandle = await fs.open(path, CREATE, 0o600);
   try {
-    if (data instanceof Uint8Array) await fs.write(h, data);
+    // A blob is what the source's store returned: a Uint8Array of another realm is bytes too, not chunks to iterate.
+    if (isUint8Array(data)) await fs.write(h, data);
     else for await (const chunk of data) await fs.write(h, chunk);
     await fs.fsync(h);
   } finally {
