@@ -76,6 +76,6 @@ describe('describeZodError', () => {
     expect(err.code).toBe('TRUST_INVALID');
     expect(err.message.length).toBeLessThan(1_000);
     expect(err.message).toContain('trust store is malformed: (root): unknown field "0zzz');
-    expect(err.message).toMatch(/", and 49 more unknown$/);
+    expect(err.message).toMatch(/"…, and 49 more unknown$/);
   });
 });
