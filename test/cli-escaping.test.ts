@@ -199,14 +199,6 @@ describe('a refusal is escaped once', () => {
     expect(json.stderr.split('\n')[0]).toBe(`handoff-ledger: ${code}: ${error.message}`);
   });
 
-  it('a message naming a value as it is (a path in an errno message) is escaped whole, once', async () => {
-    const trust = join(base, 'no\u001b[2Jtrust\\');
-    const r = await cli(['verify', join(base, 'bundle'), '--trust', trust]);
-    expect(r.code).toBe(2);
-    expect(r.stderr).not.toMatch(/\u001b/);
-    expect(r.stderr).toContain(`${base}/no\\x1b[2Jtrust\\\\: ENOENT`);
-  });
-
   it('demo: the root it names is escaped (it was printed as given, a control character and all)', async () => {
     const dir = join(base, 'demo\u001b[31m\u202e');
     const r = await cli(['demo', '--root', dir]);
@@ -221,11 +213,39 @@ describe('an auditor refusal is escaped once, by verify and audit-ui alike', () 
     const good = JSON.parse(readFileSync(join(base, 'trust.json'), 'utf8')) as object;
     const file = join(base, 'odd-trust.json');
     writeFileSync(file, JSON.stringify({ ...good, 'x\u001b\\y': 1 }));
-    const line = `handoff-ledger: TRUST_INVALID: trust file ${file}: trust store is malformed: (root): unknown field "x\\u001b\\\\y"\n`;
+    const line = `handoff-ledger: TRUST_INVALID: trust file "${file}": trust store is malformed: (root): unknown field "x\\u001b\\\\y"\n`;
     const verify = await cli(['verify', join(base, 'bundle'), '--trust', file]);
     expect(verify).toMatchObject({ code: 2, stderr: line });
     // audit-ui printed its AuditError through printable: `"x\\u001b\\\\y"`.
     const ui = await cli(['audit-ui', '--trust', file]);
     expect(ui).toMatchObject({ code: 2, stderr: line });
+  });
+});
+
+describe('a refusal quotes the paths it names, once', () => {
+  // Named raw, a path holding the six characters `\u001b` printed as it is and read like a quoted ESC; one holding a
+  // real ESC or U+202E had the whole message escaped (`\x1b`), the backslashes of its other quotes doubled. Quoted,
+  // the two print differently, each the very words --json gives.
+  async function refused(argv: string[]) {
+    const human = await cli(argv);
+    const json = await cli([...argv, '--json']);
+    const { error } = JSON.parse(json.stdout) as { error: { code: string; message: string } };
+    expect(human.stderr).toBe(`handoff-ledger: ${error.code}: ${error.message}\n`);
+    expect(human.stderr + json.stdout + json.stderr).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+    return { code: human.code, error };
+  }
+
+  it('a trust file that cannot be read: the path quoted, the failure named by its errno code', async () => {
+    const literal = await refused(['verify', join(base, 'bundle'), '--trust', join(base, 'no\\u001b[2Jtrust')]);
+    const real = await refused(['verify', join(base, 'bundle'), '--trust', join(base, 'no\u001b[2J\u202etrust')]);
+    expect(literal.code).toBe(2);
+    expect(literal.error).toEqual({
+      code: 'TRUST_INVALID',
+      message: `cannot read trust file "${base}/no\\\\u001b[2Jtrust": ENOENT (no such file or directory)`,
+    });
+    expect(real.error).toEqual({
+      code: 'TRUST_INVALID',
+      message: `cannot read trust file "${base}/no\\u001b[2J\\u202etrust": ENOENT (no such file or directory)`,
+    });
   });
 });

@@ -74,7 +74,7 @@ const cases: Array<{
   {
     name: 'verify --trust',
     args: (file) => ['verify', join(dir, 'first'), '--trust', file],
-    refused: (file) => `handoff-ledger: TRUST_INVALID: cannot read trust file ${file}: not a regular file\n`,
+    refused: (file) => `handoff-ledger: TRUST_INVALID: cannot read trust file "${file}": not a regular file\n`,
     accepted: () => ({ file: trust, code: 0 }),
   },
   {

@@ -45,7 +45,7 @@ describe('a hand-written file names the known field an unknown one is close to',
     const file = await refusal(() => readTrustFile(path));
     expect(file).toMatchObject({ code: 'TRUST_INVALID' });
     expect(file.message).toBe(
-      `trust file ${path}: trust store is malformed: keys.0: unknown field "notafter" (did you mean 'notAfter'?)`,
+      `trust file "${path}": trust store is malformed: keys.0: unknown field "notafter" (did you mean 'notAfter'?)`,
     );
   });
 

@@ -7,6 +7,8 @@ import { AuditError } from '../../manifests/audit/errors.js';
 import type { ManifestError } from '../../manifests/errors.js';
 import { MAX_TRUST_FILE_BYTES, mergeTrust, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
+import { quoted } from '../../manifests/encoding/printable.js';
+import { errnoText } from '../../store/fs/errno-text.js';
 
 /**
  * Reads and parses a trust file, and returns its text too (audit-ui serves that text to the page).
@@ -16,20 +18,23 @@ export async function readTrustFile(path: string): Promise<{ trust: TrustStore; 
   let text: string;
   try {
     // One descriptor, opened without blocking: a FIFO (or `--trust <(…)`, a pipe), a device or a directory is
-    // `cannot read trust file …: not a regular file` at once, never waited on for a writer or read endlessly.
+    // `cannot read trust file "…": not a regular file` at once, never waited on for a writer or read endlessly.
     const bytes = await readBoundedFile(path, MAX_TRUST_FILE_BYTES, {
       notAFile: () => new Error('not a regular file'),
-      tooLarge: () => new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_FILE_BYTES} bytes`),
+      tooLarge: () =>
+        new AuditError('TRUST_INVALID', `trust file ${quoted(path)} is over ${MAX_TRUST_FILE_BYTES} bytes`),
     });
     text = bytes.toString('utf8');
   } catch (err) {
     if (err instanceof AuditError) throw err;
-    throw new AuditError('TRUST_INVALID', `cannot read trust file ${path}: ${(err as Error).message}`, { cause: err });
+    throw new AuditError('TRUST_INVALID', `cannot read trust file ${quoted(path)}: ${errnoText(err)}`, { cause: err });
   }
   try {
     return { trust: parseTrustStore(text), text };
   } catch (err) {
-    throw new AuditError('TRUST_INVALID', `trust file ${path}: ${(err as ManifestError).message}`, { cause: err });
+    throw new AuditError('TRUST_INVALID', `trust file ${quoted(path)}: ${(err as ManifestError).message}`, {
+      cause: err,
+    });
   }
 }
 
@@ -47,9 +52,13 @@ export async function readTrustFiles(paths: readonly string[]): Promise<{ trust:
   try {
     trust = mergeTrust(...read.map((r) => r.trust));
   } catch (err) {
-    throw new AuditError('TRUST_INVALID', `trust files ${paths.join(', ')}: ${(err as ManifestError).message}`, {
-      cause: err,
-    });
+    throw new AuditError(
+      'TRUST_INVALID',
+      `trust files ${paths.map(quoted).join(', ')}: ${(err as ManifestError).message}`,
+      {
+        cause: err,
+      },
+    );
   }
   return { trust, text: `${JSON.stringify(trust, null, 2)}\n` };
 }

@@ -319,7 +319,7 @@ describe('the trust file', { timeout: 180_000 }, () => {
     writeFileSync(big, ' '.repeat(16 * 1024 * 1024 + 1));
     const refused = await cliVerify(f.bundle, big);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toBe(`handoff-ledger: TRUST_INVALID: trust file ${big} is over 16777216 bytes\n`);
+    expect(refused.stderr).toBe(`handoff-ledger: TRUST_INVALID: trust file "${big}" is over 16777216 bytes\n`);
     const page = await browser.newPage();
     try {
       await page.goto(PAGE);

@@ -282,7 +282,7 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
     const cliTrust = captureIo();
     expect(await verifyCli([dir, '--trust', badTrust], cliTrust.io)).toBe(2);
     expect(cliTrust.stderr()).toBe(
-      `handoff-ledger: TRUST_INVALID: trust file ${badTrust}: trust store is not valid JSON\n`,
+      `handoff-ledger: TRUST_INVALID: trust file "${badTrust}": trust store is not valid JSON\n`,
     );
   });
 });
