@@ -222,7 +222,7 @@ describe('an auditor refusal is escaped once, by verify and audit-ui alike', () 
   });
 });
 
-describe('a refusal quotes the paths it names, once', () => {
+describe('a refusal quotes the paths and key ids it names, once', () => {
   // Named raw, a path holding the six characters `\u001b` printed as it is and read like a quoted ESC; one holding a
   // real ESC or U+202E had the whole message escaped (`\x1b`), the backslashes of its other quotes doubled. Quoted,
   // the two print differently, each the very words --json gives.
@@ -247,5 +247,21 @@ describe('a refusal quotes the paths it names, once', () => {
       code: 'TRUST_INVALID',
       message: `cannot read trust file "${base}/no\\u001b[2J\\u202etrust": ENOENT (no such file or directory)`,
     });
+  });
+
+  it('keys revoke: a key id it does not know is quoted', async () => {
+    const literal = await refused(['keys', 'revoke', 'k\\u001b"x', ...store]);
+    const real = await refused(['keys', 'revoke', 'k\u001b\u202e"x', ...store]);
+    expect(literal.code).toBe(1);
+    expect(literal.error).toEqual({ code: 'KEY_INVALID', message: 'no trusted key "k\\\\u001b\\"x"' });
+    expect(real.error).toEqual({ code: 'KEY_INVALID', message: 'no trusted key "k\\u001b\\u202e\\"x"' });
+  });
+
+  it('a root with no store: the root quoted', async () => {
+    const literal = await refused(['grants', '--root', join(base, 'none\\u001b'), '--host', 'host-a']);
+    const real = await refused(['grants', '--root', join(base, 'none\u001b\u202e'), '--host', 'host-a']);
+    const tail = ' (no trust.json); `init` makes one (in the library, an open without createHostKey: false)';
+    expect(literal.error.message).toBe(`no store at "${base}/none\\\\u001b"${tail}`);
+    expect(real.error.message).toBe(`no store at "${base}/none\\u001b\\u202e"${tail}`);
   });
 });

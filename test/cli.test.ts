@@ -907,7 +907,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
       const r = cli([...argv, '--root', root, '--host', 'typo-host']);
       expect(r.code, `${argv.join(' ')}: ${r.stderr}`).toBe(1);
       expect(r.stderr).toBe(
-        `handoff-ledger: KEY_INVALID: host "typo-host" has no signing key in ${root} and this command makes none; hosts with keys here: "cli-host" (choose one with --host, the library's host option), or \`init --host typo-host\` (an open without createHostKey: false) adds this host\n`,
+        `handoff-ledger: KEY_INVALID: host "typo-host" has no signing key in "${root}" and this command makes none; hosts with keys here: "cli-host" (choose one with --host, the library's host option), or \`init --host typo-host\` (an open without createHostKey: false) adds this host\n`,
       );
       expect(snapshot(root)).toEqual(before);
     }
@@ -925,7 +925,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
       const r = cli([...argv, '--root', root]);
       expect(r.code, `${argv.join(' ')}: ${r.stderr}`).toBe(1);
       expect(r.stderr).toBe(
-        `handoff-ledger: KEY_INVALID: no store at ${root} (no trust.json); \`init\` makes one (in the library, an open without createHostKey: false)\n`,
+        `handoff-ledger: KEY_INVALID: no store at "${root}" (no trust.json); \`init\` makes one (in the library, an open without createHostKey: false)\n`,
       );
       expect(existsSync(root)).toBe(false);
     }
@@ -969,7 +969,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     const r = cli(['fsck', '--root', root]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but this root holds no key file of it (${hostKeyPath(root, 'cli-host')}): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. If it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")\n`,
+      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but this root holds no key file of it ("${hostKeyPath(root, 'cli-host')}"): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. If it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")\n`,
     );
     expect(snapshot(root)).toEqual(before);
   });
@@ -982,7 +982,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     const r = cli(['fsck', '--root', root]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      `handoff-ledger: KEY_INVALID: ${join(root, 'trust.json')} is missing and nothing was signed in this store yet; this command lists no key: \`init --host cli-host\` lists it\n`,
+      `handoff-ledger: KEY_INVALID: "${join(root, 'trust.json')}" is missing and nothing was signed in this store yet; this command lists no key: \`init --host cli-host\` lists it\n`,
     );
     expect(existsSync(join(root, 'trust.json'))).toBe(false);
     expect(cli(['init', '--root', root]).code).toBe(0);
@@ -1007,7 +1007,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
       const r = cli([...argv, '--root', ours, '--host', 'h1']);
       expect(r.code, argv.join(' ')).toBe(1);
       expect(r.stderr).toBe(
-        `handoff-ledger: KEY_INVALID: ${join(ours, 'trust.json')} does not list key "${copied}" of host "h1", read from "${file}", and lists "${own}" as this host's current key: a key file copied from another store or host over this host's own? Then put this host's own key file back at "${file}" (from a backup); if it is lost, move "${file}" aside and run \`init --host h1\`, which makes this host a new key, then revoke the lost one (\`keys revoke ${own}\`). Do not list the copy (\`init\` or \`publish\` with it in place would): this store would trust what it signs elsewhere. Or a trust.json from before its last rotation: restore the current one. This command lists no key\n`,
+        `handoff-ledger: KEY_INVALID: "${join(ours, 'trust.json')}" does not list key "${copied}" of host "h1", read from "${file}", and lists "${own}" as this host's current key: a key file copied from another store or host over this host's own? Then put this host's own key file back at "${file}" (from a backup); if it is lost, move "${file}" aside and run \`init --host h1\`, which makes this host a new key, then revoke the lost one (\`keys revoke ${own}\`). Do not list the copy (\`init\` or \`publish\` with it in place would): this store would trust what it signs elsewhere. Or a trust.json from before its last rotation: restore the current one. This command lists no key\n`,
       );
     }
     expect(readFileSync(join(ours, 'trust.json'))).toEqual(trust);
@@ -1045,7 +1045,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     const r = cli(['history', '--root', root, '--host', 'other-host', '--principal', 'a', '--session', 's']);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      `handoff-ledger: KEY_INVALID: ${join(root, 'trust.json')} does not list key "${keyId}" of host "other-host", read from "${hostKeyPath(root, 'other-host')}": a key whose first open stopped before listing it (\`init --host other-host\` lists it), or a trust.json from before its last rotation (restore the current one); a key file copied from another store or host is not to be listed: move "${hostKeyPath(root, 'other-host')}" aside, and \`init --host other-host\` makes this host a key of its own. This command lists no key\n`,
+      `handoff-ledger: KEY_INVALID: "${join(root, 'trust.json')}" does not list key "${keyId}" of host "other-host", read from "${hostKeyPath(root, 'other-host')}": a key whose first open stopped before listing it (\`init --host other-host\` lists it), or a trust.json from before its last rotation (restore the current one); a key file copied from another store or host is not to be listed: move "${hostKeyPath(root, 'other-host')}" aside, and \`init --host other-host\` makes this host a key of its own. This command lists no key\n`,
     );
     expect(trustState()).toEqual(before);
     const init = cli(['init', '--root', root, '--host', 'other-host', '--json']);

@@ -153,7 +153,7 @@ function suite(
       const before = listing(root);
       const err = await open(root, { diagnose: true }).catch((e: unknown) => e);
       expect(err).toMatchObject({ name: 'LedgerError', code: 'KEY_INVALID' });
-      expect((err as Error).message).toContain(`${keys} is missing`);
+      expect((err as Error).message).toContain(`"${keys}" is missing`);
       expect(existsSync(keys)).toBe(false);
       expect(listing(root)).toEqual(before);
       // With an injected signer the host key is not in keys/: the checkpoint key is the one it would make.

@@ -831,7 +831,7 @@ describe('key files and trust.json that cannot be read', () => {
     await expect(open(tempDir(), { keyFile })).rejects.toMatchObject({
       name: 'LedgerError',
       code: 'KEY_INVALID',
-      message: `no such key file ${keyFile}`,
+      message: `no such key file "${keyFile}"`,
     });
   });
 
@@ -922,7 +922,7 @@ describe('key files and trust.json that cannot be read', () => {
     await expect(open(root)).rejects.toMatchObject({
       name: 'LedgerError',
       code: 'KEY_INVALID',
-      message: `trust.json lists key ${keyId} with another public key`,
+      message: `trust.json lists key "${keyId}" with another public key`,
     });
     // Nothing was rewritten: trust.json still holds the other key.
     expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual(trust);
@@ -1492,8 +1492,8 @@ describe('notices to a library caller', () => {
     ledger = await openLedger(base);
     await ledger.close();
     expect(notices).toHaveLength(1);
-    // The path is still named, its characters escaped as everything printed is (printable).
-    expect(notices[0]).toContain('store\\u{202e}\\u{2028}x');
+    // The path is still named, quoted as refusals quote a value (its characters as \uXXXX escapes), once.
+    expect(notices[0]).toContain('store\\u202e\\u2028x/keys/');
     expect(notices[0]).toContain('the checkpoint key file of host');
     expect(isTerminalSafe(notices[0]!) && !notices[0]!.includes('\n')).toBe(true);
   });

@@ -35,7 +35,7 @@ import { timestampSchema } from '../../manifests/format/manifest.js';
 import { generateJwk, loadKeyFile, loadKeyFileIfPresent, keyFileIoFailure, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withFileLock, type FileLockOptions } from '../ledger/file-lock.js';
-import { shellWord } from '../../manifests/encoding/printable.js';
+import { quoted, shellWord } from '../../manifests/encoding/printable.js';
 
 export interface KeyringOptions {
   root: string;
@@ -96,7 +96,9 @@ export interface KeyringOptions {
  * `keys/` with it when that is gone too. It makes neither (nor a lock file): the root is left as it was.
  */
 function diagnosisMakesNoKey(what: string, path: string, keysDir: string, keysDirMissing: boolean): LedgerError {
-  const missing = keysDirMissing ? `${keysDir} is missing (so is ${what} ${path})` : `${what} ${path} is missing`;
+  const missing = keysDirMissing
+    ? `${quoted(keysDir)} is missing (so is ${what} ${quoted(path)})`
+    : `${what} ${quoted(path)} is missing`;
   return new LedgerError(
     'KEY_INVALID',
     `${missing}: a diagnosing open (fsck) makes no key nor key directory, for it writes nothing to the store it diagnoses; restore ${keysDirMissing ? 'the directory' : 'the file'} from a backup. If the keys are lost: \`init\` or \`publish\` with this host makes new ones, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
@@ -110,7 +112,7 @@ function diagnosisMakesNoKey(what: string, path: string, keysDir: string, keysDi
 function diagnosisListsNoKey(what: string, trustPath: string, state: string): LedgerError {
   return new LedgerError(
     'KEY_INVALID',
-    `${what} ${state} in ${trustPath}: a diagnosing open (fsck) writes nothing to the store it diagnoses, trust.json included; an ordinary open lists the key (or makes a new one for a revoked one), as it finishes a first open or rotation that stopped; then run fsck`,
+    `${what} ${state} in ${quoted(trustPath)}: a diagnosing open (fsck) writes nothing to the store it diagnoses, trust.json included; an ordinary open lists the key (or makes a new one for a revoked one), as it finishes a first open or rotation that stopped; then run fsck`,
   );
 }
 
@@ -158,7 +160,7 @@ async function installStaged(path: string): Promise<void> {
   } catch (err) {
     throw keyFileIoFailure(
       err,
-      `trust.json lists the new key staged at ${stagedPathOf(path)}, which could not be moved to ${path}; the next load of the keys moves it`,
+      `trust.json lists the new key staged at ${quoted(stagedPathOf(path))}, which could not be moved to ${quoted(path)}; the next load of the keys moves it`,
     );
   }
 }
@@ -188,7 +190,7 @@ async function settleStaged(
   else
     await unlink(stagedPathOf(path)).catch((err: unknown) => {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
-        throw keyFileIoFailure(err, `cannot remove ${stagedPathOf(path)}, staged by a rotation that stopped`);
+        throw keyFileIoFailure(err, `cannot remove ${quoted(stagedPathOf(path))}, staged by a rotation that stopped`);
     });
   return undefined;
 }
@@ -318,15 +320,15 @@ function unlistedKeyAdvice(
   closed: { keyId: string; closedAt: string } | undefined,
 ): string {
   const host = options.host;
-  const file = JSON.stringify(keyPath);
-  const head = `${trustPath} does not list key ${JSON.stringify(keyId)} of host ${JSON.stringify(host)}, read from ${file}`;
+  const file = quoted(keyPath);
+  const head = `${quoted(trustPath)} does not list key ${quoted(keyId)} of host ${quoted(host)}, read from ${file}`;
   if (signedHere === true)
     return `${head}, which signed manifests of this store: a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); this command lists no key`;
   if (closed !== undefined)
-    return `${head}, and lists key ${JSON.stringify(closed.keyId)} of host ${JSON.stringify(host)} as current, which the log closed at ${closed.closedAt} (rotated or revoked): a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); this command lists no key`;
+    return `${head}, and lists key ${quoted(closed.keyId)} of host ${quoted(host)} as current, which the log closed at ${closed.closedAt} (rotated or revoked): a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); this command lists no key`;
   const current = trust.keys.filter((k) => k.host === host && k.notAfter === undefined && k.revokedAt === undefined);
   if (current.length > 0) {
-    const listed = current.map((k) => JSON.stringify(k.keyId)).join(', ');
+    const listed = current.map((k) => quoted(k.keyId)).join(', ');
     return `${head}, and lists ${listed} as this host's current key: a key file copied from another store or host over this host's own? Then put this host's own key file back at ${file} (from a backup); if it is lost, move ${file} aside and run \`init --host ${host}\`, which makes this host a new key, then revoke the lost one (\`keys revoke ${shellWord(current[0]!.keyId)}\`). Do not list the copy (\`init\` or \`publish\` with it in place would): this store would trust what it signs elsewhere. Or a trust.json from before its last rotation: restore the current one. This command lists no key`;
   }
   return `${head}: a key whose first open stopped before listing it (\`init --host ${host}\` lists it), or a trust.json from before its last rotation (restore the current one); a key file copied from another store or host is not to be listed: move ${file} aside, and \`init --host ${host}\` makes this host a key of its own. This command lists no key`;
@@ -342,25 +344,30 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
     // Opened once (O_NOFOLLOW, O_NONBLOCK), judged and read through that descriptor: what is read is what was judged.
     const bytes = await readBoundedFile(trustPath, MAX_TRUST_FILE_BYTES, {
       noFollow: true,
-      notAFile: () => new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`),
+      notAFile: () =>
+        new LedgerError('KEY_FILE_UNSAFE', `${quoted(trustPath)} is not a regular file (symlink planted?)`),
       check: (st) => {
         stamp = stampOf(st); // the file read, before the read: a change after it shows as a change, never the other way
         const foreign = ownerProblem(trustPath, st.uid);
-        if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could rewrite it`);
+        if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${quoted(foreign)}: another user could rewrite it`);
         if ((st.mode & 0o022) !== 0)
-          throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
+          throw new LedgerError(
+            'KEY_FILE_UNSAFE',
+            `${quoted(trustPath)} is writable by group or others; run chmod 600 on it`,
+          );
       },
       tooLarge: (size) =>
         new ManifestError(
           'TRUST_INVALID',
           size === undefined
-            ? `${trustPath} grew over ${MAX_TRUST_FILE_BYTES} bytes while read: not read`
-            : `${trustPath} is ${size} bytes, over ${MAX_TRUST_FILE_BYTES}: not read`,
+            ? `${quoted(trustPath)} grew over ${MAX_TRUST_FILE_BYTES} bytes while read: not read`
+            : `${quoted(trustPath)} is ${size} bytes, over ${MAX_TRUST_FILE_BYTES}: not read`,
         ),
     });
     return { trust: parseTrustStore(bytes.toString('utf8')), stamp };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw keyFileIoFailure(err, `cannot read ${trustPath}`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw keyFileIoFailure(err, `cannot read ${quoted(trustPath)}`);
     return undefined;
   }
 }
@@ -375,7 +382,7 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
  */
 export async function refuseMissingKeyFile(path: string): Promise<void> {
   if (await loadKeyFileIfPresent(stagedPathOf(path))) return;
-  if (!(await loadKeyFileIfPresent(path))) throw new LedgerError('KEY_INVALID', `no such key file ${path}`);
+  if (!(await loadKeyFileIfPresent(path))) throw new LedgerError('KEY_INVALID', `no such key file ${quoted(path)}`);
 }
 
 /**
@@ -391,7 +398,7 @@ export async function refuseNewHostKey(root: string, host: string): Promise<void
     await lstat(path);
     return; // the keyring judges the file itself
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw keyFileIoFailure(err, `cannot read ${path}`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw keyFileIoFailure(err, `cannot read ${quoted(path)}`);
   }
   const read = await readTrustFile(join(root, 'trust.json'));
   // A key file a rotation staged and trust.json lists: the keyring moves it into place (one it does not list, it removes).
@@ -400,18 +407,18 @@ export async function refuseNewHostKey(root: string, host: string): Promise<void
   if (!read)
     throw new LedgerError(
       'KEY_INVALID',
-      `no store at ${root} (no trust.json); \`init\` makes one (in the library, an open without createHostKey: false)`,
+      `no store at ${quoted(root)} (no trust.json); \`init\` makes one (in the library, an open without createHostKey: false)`,
     );
-  const shown = JSON.stringify(host);
+  const shown = quoted(host);
   if (read.trust.keys.some((k) => k.host === host))
     throw new LedgerError(
       'KEY_INVALID',
-      `host ${shown} is listed in trust.json but this root holds no key file of it (${path}): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. If it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
+      `host ${shown} is listed in trust.json but this root holds no key file of it (${quoted(path)}): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. If it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
     );
   const hosts = [...new Set(read.trust.keys.map((k) => k.host))].sort();
   throw new LedgerError(
     'KEY_INVALID',
-    `host ${shown} has no signing key in ${root} and this command makes none; hosts with keys here: ${hosts.map((h) => JSON.stringify(h)).join(', ') || 'none'} (choose one with --host, the library's host option), or \`init --host ${host}\` (an open without createHostKey: false) adds this host`,
+    `host ${shown} has no signing key in ${quoted(root)} and this command makes none; hosts with keys here: ${hosts.map((h) => quoted(h)).join(', ') || 'none'} (choose one with --host, the library's host option), or \`init --host ${host}\` (an open without createHostKey: false) adds this host`,
   );
 }
 
@@ -504,7 +511,7 @@ export class Keyring {
       signer = staged ?? (await loadKeyFileIfPresent(keyPath));
       if (!signer) {
         // A key file of the caller's is never made up: a wrong path would sign with a key nobody provisioned.
-        if (options.keyFile) throw new LedgerError('KEY_INVALID', `no such key file ${keyPath}`);
+        if (options.keyFile) throw new LedgerError('KEY_INVALID', `no such key file ${quoted(keyPath)}`);
         // Checked before the open wrote anything (src/ledger/open.ts); here again, for a key file removed since.
         if (options.createHostKey === false) await refuseNewHostKey(options.root, options.host);
         if (options.writeNothing) throw options.writeNothing;
@@ -522,7 +529,7 @@ export class Keyring {
       if (trustMissing && !options.keyFile && (await options.storeSignedNothing?.()) !== true)
         throw new LedgerError(
           'KEY_INVALID',
-          `${trustPath} is missing but the host key exists; restore trust.json (from a backup, or a trust file an earlier \`keys export\` wrote)`,
+          `${quoted(trustPath)} is missing but the host key exists; restore trust.json (from a backup, or a trust file an earlier \`keys export\` wrote)`,
         );
     }
     // An injected signer or a key file of the caller's: the same, once the log shows the key signed before.
@@ -531,7 +538,7 @@ export class Keyring {
       if (!held) throw new NeedsTrustLock();
       throw new LedgerError(
         'KEY_INVALID',
-        `${trustPath} is missing but key ${signer.keyId} signed manifests of this store; restore trust.json (from a backup, or a trust file an earlier \`keys export\` wrote)`,
+        `${quoted(trustPath)} is missing but key ${quoted(signer.keyId)} signed manifests of this store; restore trust.json (from a backup, or a trust file an earlier \`keys export\` wrote)`,
       );
     }
     // An open that may not make this host a key (createHostKey: false) lists none either, and writes nothing before it
@@ -547,7 +554,7 @@ export class Keyring {
         // Only a store in which nothing was signed gets here (one that signed is refused above: restore trust.json).
         throw new LedgerError(
           'KEY_INVALID',
-          `${trustPath} is missing and nothing was signed in this store yet; this command lists no key: \`init --host ${options.host}\` lists it`,
+          `${quoted(trustPath)} is missing and nothing was signed in this store yet; this command lists no key: \`init --host ${options.host}\` lists it`,
         );
       throw new LedgerError(
         'KEY_INVALID',
@@ -583,7 +590,7 @@ export class Keyring {
         if (!keysDirMissing && !trustMissing && !(trust.checkpointKeys ?? []).some((k) => k.host === options.host))
           throw new LedgerError(
             'KEY_INVALID',
-            `${checkpointPath} is missing and ${trustPath} lists no checkpoint key of this host: a store written before checkpoint keys, which its first ordinary open upgrades (makes the checkpoint key, lists it and builds the log's tree); a diagnosing open (fsck) writes no key. Open it once (\`init\` with this root and host, or any command but fsck), then run fsck`,
+            `${quoted(checkpointPath)} is missing and ${quoted(trustPath)} lists no checkpoint key of this host: a store written before checkpoint keys, which its first ordinary open upgrades (makes the checkpoint key, lists it and builds the log's tree); a diagnosing open (fsck) writes no key. Open it once (\`init\` with this root and host, or any command but fsck), then run fsck`,
           );
         throw diagnosisMakesNoKey("this host's checkpoint key file", checkpointPath, keysDir, keysDirMissing);
       }
@@ -628,7 +635,7 @@ export class Keyring {
       if (listed)
         throw new ManifestError(
           'KEY_REVOKED',
-          `the checkpoint key ${key.keyId} is revoked (at ${listed.revokedAt}) and signs no checkpoint; rotate the keys (keys rotate)`,
+          `the checkpoint key ${quoted(key.keyId)} is revoked (at ${listed.revokedAt}) and signs no checkpoint; rotate the keys (keys rotate)`,
         );
       return key.sign(message);
     };
@@ -656,7 +663,7 @@ export class Keyring {
     if (this.options.writeNothing) throw this.options.writeNothing;
     if (this.options.makeNoKeys === true)
       throw diagnosisListsNoKey(
-        `this host's checkpoint key ${this.checkpoint.keyId} (${this.checkpointPath})`,
+        `this host's checkpoint key ${quoted(this.checkpoint.keyId)} (${quoted(this.checkpointPath)})`,
         this.trustPath,
         listed ? 'is listed revoked' : 'is not listed for this log',
       );
@@ -689,7 +696,7 @@ export class Keyring {
       await this.save({ ...this.trust, checkpointKeys: [...kept, entry] });
       for (const k of lost)
         this.options.notice?.(
-          `the checkpoint key file of host ${JSON.stringify(this.options.host)} was missing (${JSON.stringify(this.checkpointPath)}): a new checkpoint key ${JSON.stringify(entry.keyId)} is listed, and the lost one, ${JSON.stringify(k.keyId)}, ended now; a copy of the lost file could still sign checkpoints of this log that verify: if one may exist, revoke it (\`keys revoke ${shellWord(k.keyId)}\`), then export again: a bundle exported before carries a checkpoint it signed, which then verifies no more`,
+          `the checkpoint key file of host ${quoted(this.options.host)} was missing (${quoted(this.checkpointPath)}): a new checkpoint key ${quoted(entry.keyId)} is listed, and the lost one, ${quoted(k.keyId)}, ended now; a copy of the lost file could still sign checkpoints of this log that verify: if one may exist, revoke it (\`keys revoke ${shellWord(k.keyId)}\`), then export again: a bundle exported before carries a checkpoint it signed, which then verifies no more`,
         );
       return;
     }
@@ -728,7 +735,7 @@ export class Keyring {
     if (!listed) {
       if (this.options.writeNothing) throw this.options.writeNothing;
       if (this.options.makeNoKeys === true)
-        throw diagnosisListsNoKey(`this host's key ${signer.keyId}`, this.trustPath, 'is not listed');
+        throw diagnosisListsNoKey(`this host's key ${quoted(signer.keyId)}`, this.trustPath, 'is not listed');
       // Listed from now, a key that signed before would expire all it signed: a trust.json from before the last
       // rotation (a backup restored) lacks the current key. It is never listed anew silently. (A key listed for
       // another host id signed under that one, whose listing still verifies it.)
@@ -739,7 +746,7 @@ export class Keyring {
       if (!elsewhere && (await this.options.signedBefore?.(signer.keyId)))
         throw new LedgerError(
           'KEY_INVALID',
-          `${this.trustPath} does not list key ${signer.keyId} of host ${this.options.host}, which signed manifests of this store (a trust.json from before its last rotation?); restore the current trust.json (a backup or \`keys export\` taken after the last rotation)`,
+          `${quoted(this.trustPath)} does not list key ${quoted(signer.keyId)} of host ${this.options.host}, which signed manifests of this store (a trust.json from before its last rotation?); restore the current trust.json (a backup or \`keys export\` taken after the last rotation)`,
         );
       // The rotation's new key may not have signed yet (a backup taken, and restored, right after it): the log then
       // knows nothing of it, but it closed the key trust.json still holds current. Listed from now beside that one, the
@@ -752,7 +759,7 @@ export class Keyring {
       if (closed !== undefined)
         throw new LedgerError(
           'KEY_INVALID',
-          `${this.trustPath} does not list key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.options.host)}, and lists key ${JSON.stringify(closed.keyId)} of host ${JSON.stringify(this.options.host)} as current, which the log closed at ${closed.closedAt} (rotated or revoked): a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); nothing was listed`,
+          `${quoted(this.trustPath)} does not list key ${quoted(signer.keyId)} of host ${quoted(this.options.host)}, and lists key ${quoted(closed.keyId)} of host ${quoted(this.options.host)} as current, which the log closed at ${closed.closedAt} (rotated or revoked): a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); nothing was listed`,
         );
       // Keys of this host trust.json holds current: a key file lost (and this key made anew), or a key held where this
       // open was not given it (a `keyFile`, an injected signer). Which one, only the operator knows: both stay listed,
@@ -774,12 +781,12 @@ export class Keyring {
       });
       for (const k of current)
         this.options.notice?.(
-          `trust.json lists key ${JSON.stringify(k.keyId)} of host ${JSON.stringify(this.options.host)} as current, and this open signs with another key, ${JSON.stringify(signer.keyId)}, now listed beside it${this.keyPath === undefined || this.options.keyFile !== undefined ? '' : this.madeHostKey ? ` (made anew: no key file at ${JSON.stringify(this.keyPath)})` : ` (read from ${JSON.stringify(this.keyPath)}, a key file trust.json did not list: one copied from another store or host? then put this host's own file back and revoke ${JSON.stringify(signer.keyId)})`}: if ${JSON.stringify(k.keyId)} is lost, revoke it (\`keys revoke ${shellWord(k.keyId)}\`); if it is held in a key file or signer of its own, open with that`,
+          `trust.json lists key ${quoted(k.keyId)} of host ${quoted(this.options.host)} as current, and this open signs with another key, ${quoted(signer.keyId)}, now listed beside it${this.keyPath === undefined || this.options.keyFile !== undefined ? '' : this.madeHostKey ? ` (made anew: no key file at ${quoted(this.keyPath)})` : ` (read from ${quoted(this.keyPath)}, a key file trust.json did not list: one copied from another store or host? then put this host's own file back and revoke ${quoted(signer.keyId)})`}: if ${quoted(k.keyId)} is lost, revoke it (\`keys revoke ${shellWord(k.keyId)}\`); if it is held in a key file or signer of its own, open with that`,
         );
       return;
     }
     if (listed.publicKey !== encodeBase64Url(signer.publicKey)) {
-      throw new LedgerError('KEY_INVALID', `trust.json lists key ${signer.keyId} with another public key`);
+      throw new LedgerError('KEY_INVALID', `trust.json lists key ${quoted(signer.keyId)} with another public key`);
     }
   }
 
@@ -805,7 +812,7 @@ export class Keyring {
     if (this.keyPath === undefined || this.options.keyFile !== undefined || newer === undefined)
       return 'rotate the host key';
     return (
-      `the key file ${JSON.stringify(this.keyPath)} holds it, and trust.json lists ${JSON.stringify(newer.keyId)} ` +
+      `the key file ${quoted(this.keyPath)} holds it, and trust.json lists ${quoted(newer.keyId)} ` +
       `(from ${newer.notBefore}) as this host's current key: a key file restored from before that rotation? Restore ` +
       'the current one (a backup taken after the rotation); rotate only if it is lost, then revoke it'
     );
@@ -846,7 +853,7 @@ export class Keyring {
     try {
       await writeFileAtomic(this.trustPath, text, 0o600);
     } catch (err) {
-      throw keyFileIoFailure(err, `cannot write ${this.trustPath}`);
+      throw keyFileIoFailure(err, `cannot write ${quoted(this.trustPath)}`);
     }
     // The file as this process wrote it, under the trust lock (no other writer): not a change the next read reloads for.
     // Taken before the trust is replaced, which happens with the stamp and the generation at once (no wait between): a
@@ -956,7 +963,10 @@ export class Keyring {
       try {
         accessSync(dir, constants.W_OK); // one system call, synchronous: the ledger calls this without awaiting
       } catch (err) {
-        throw keyFileIoFailure(err, `cannot rotate: the new key files are written in ${dir}; nothing was changed`);
+        throw keyFileIoFailure(
+          err,
+          `cannot rotate: the new key files are written in ${quoted(dir)}; nothing was changed`,
+        );
       }
     }
   }
@@ -1041,13 +1051,13 @@ export class Keyring {
       );
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     if (!this.trust.keys.some((k) => k.keyId === keyId) && !checkpointKeys.some((k) => k.keyId === keyId))
-      throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
+      throw new LedgerError('KEY_INVALID', `no trusted key ${keyIdText(keyId)}`);
     // Revoked, the key this store signs its checkpoints with would sign no checkpoint until replaced: rotating
     // replaces it, and revokes it when its host key is revoked.
     if (keyId === this.checkpoint.keyId)
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `${keyId} is the checkpoint key this store signs with: revoke the host key and rotate (keys rotate), which revokes it`,
+        `${quoted(keyId)} is the checkpoint key this store signs with: revoke the host key and rotate (keys rotate), which revokes it`,
       );
     return at;
   }

@@ -265,7 +265,7 @@ describe('unsafe permissions', () => {
       chmodSync(join(s.root, 'trust.json'), mode);
       const open = () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY });
       await judge.judge(T, open, refused(`trust.json ${label}`), ['KEY_FILE_UNSAFE']);
-      await expect(open()).rejects.toThrow(`${join(s.root, 'trust.json')} is writable by group or others`);
+      await expect(open()).rejects.toThrow(`"${join(s.root, 'trust.json')}" is writable by group or others`);
     },
   );
 
