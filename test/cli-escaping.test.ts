@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { openLedger } from '../src/ledger/open.js';
 import { createWitnessKeyFile } from '../src/witness/key.js';
+import { generateJwk } from '../src/keys/local-signer.js';
 import { captureIo } from './support/capture-io.js';
 import { sampleSummary } from './support/tmp.js';
 import { startWitness, stopWitness } from './witness/support.js';
@@ -263,5 +264,20 @@ describe('a refusal quotes the paths and key ids it names, once', () => {
     const tail = ' (no trust.json); `init` makes one (in the library, an open without createHostKey: false)';
     expect(literal.error.message).toBe(`no store at "${base}/none\\\\u001b"${tail}`);
     expect(real.error.message).toBe(`no store at "${base}/none\\u001b\\u202e"${tail}`);
+  });
+
+  it('trust files that list one key id with two public keys: the files and the key id quoted', async () => {
+    // A key id is any printable ASCII: a backslash and a quote included, so one can read like an escape.
+    const keyId = 'k\\u001b"x';
+    const entry = (publicKey: string) => ({ host: 'host-a', keyId, publicKey, notBefore: '2026-01-01T00:00:00.000Z' });
+    const a = join(base, 'a\\u001b.json');
+    const b = join(base, 'b\u001b\u202e.json');
+    writeFileSync(a, JSON.stringify({ version: 1, keys: [entry(generateJwk().x)] }));
+    writeFileSync(b, JSON.stringify({ version: 1, keys: [entry(generateJwk().x)] }));
+    const r = await refused(['verify', join(base, 'bundle'), '--trust', a, '--trust', b]);
+    expect(r.error).toEqual({
+      code: 'TRUST_INVALID',
+      message: `trust files "${base}/a\\\\u001b.json", "${base}/b\\u001b\\u202e.json": key "k\\\\u001b\\"x" of host host-a is listed with two public keys`,
+    });
   });
 });

@@ -58,7 +58,7 @@ it('refuses one key id listed with two public keys, naming the files (TRUST_INVA
   await expect(readTrustFiles([a, forged])).rejects.toMatchObject({
     code: 'TRUST_INVALID',
     message: expect.stringMatching(
-      /^trust files .*a\.json, .*forged\.json: key ed25519:aa of host host-a is listed with two public keys/,
+      /^trust files ".*a\.json", ".*forged\.json": key "ed25519:aa" of host host-a is listed with two public keys/,
     ),
   });
 });

@@ -160,7 +160,7 @@ function keyRecordSuite(backend: Backend): void {
       await expect(ledger.checkPublish(scope)).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
       await ledger.close();
       ledger = await openLedger(opts);
-      expect(notices.join('\n')).toContain(`the log closed the window of key ${old} at ${closedAt}`);
+      expect(notices.join('\n')).toContain(`the log closed the window of key "${old}" at ${closedAt}`);
       // Which command stopped, the notice cannot tell: it names both (a revocation is run again with `keys revoke`).
       expect(notices.join('\n')).toContain(`until the command that stopped is run again (\`keys revoke ${old}\``);
       await ledger.rotateKey();

@@ -65,7 +65,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
     expect(ledger.keyId).toBe(s.keyId);
     expect(s.notices).toContainEqual(
       expect.stringContaining(
-        `the log closed the window of key ${s.keyId} at ${s.bEnd} but trust.json does not end it`,
+        `the log closed the window of key "${s.keyId}" at ${s.bEnd} but trust.json does not end it`,
       ),
     );
     await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
@@ -109,7 +109,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
     expect((await fsck(ledger)).findings).toEqual([
       {
         code: 'KEY_WINDOW_MISMATCH',
-        message: `key ${s.keyId}: trust.json's listing for host "a" ends its window nowhere (it is current), the log closed it at ${s.bEnd}`,
+        message: `key "${s.keyId}": trust.json's listing for host "a" ends its window nowhere (it is current), the log closed it at ${s.bEnd}`,
       },
     ]);
     // Revoked: both listings end at bEnd. A log closed later (as in a store restored from before the revocation,
@@ -125,7 +125,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
     const findings = (await fsck(ledger)).findings.filter((f) => f.code === 'KEY_WINDOW_MISMATCH');
     await ledger.close();
     const said = (host: string) =>
-      `key ${s.keyId}: trust.json's listing for host "${host}" ends its window at ${s.bEnd}, the log closed it at ${later}`;
+      `key "${s.keyId}": trust.json's listing for host "${host}" ends its window at ${s.bEnd}, the log closed it at ${later}`;
     expect(findings.map((f) => f.message)).toEqual([
       expect.stringContaining(said('b')),
       expect.stringContaining(said('a')),
@@ -138,7 +138,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
     await expect(ledger.closeKeyWindow(s.keyId)).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
       message: expect.stringContaining(
-        `trust.json holds key ${s.keyId} current (no notAfter, no revokedAt) in its listing for host "a"`,
+        `trust.json holds key "${s.keyId}" current (no notAfter, no revokedAt) in its listing for host "a"`,
       ) as unknown,
     });
     await ledger.close();

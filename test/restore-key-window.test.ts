@@ -49,13 +49,13 @@ async function remedy(o: {
   expect((await fsck(ledger)).findings).toEqual([
     {
       code: 'KEY_WINDOW_MISMATCH',
-      message: `key ${o.old}: trust.json ends its window at ${end}, the log has not closed it (a store restored from before its rotation or revocation? \`keys close ${o.old}\` closes it in the log where trust.json ends it)`,
+      message: `key "${o.old}": trust.json ends its window at ${end}, the log has not closed it (a store restored from before its rotation or revocation? \`keys close ${o.old}\` closes it in the log where trust.json ends it)`,
     },
   ]);
   // The key trust.json holds current, and one it does not list, are refused; nothing is closed.
   await expect(ledger.closeKeyWindow(ledger.keyId)).rejects.toMatchObject({
     code: 'INVALID_ARGUMENT',
-    message: expect.stringContaining(`trust.json holds key ${ledger.keyId} current`) as unknown,
+    message: expect.stringContaining(`trust.json holds key "${ledger.keyId}" current`) as unknown,
   });
   await expect(ledger.closeKeyWindow('ed25519:00000000000000000000000000000000')).rejects.toMatchObject({
     code: 'KEY_INVALID',
@@ -171,7 +171,7 @@ describe('an embedded root restored from before a key rotation, run with the cur
     await ledger.log.signingKeys.close(old, () => '2026-11-30T10:00:30.000Z');
     await expect(ledger.closeKeyWindow(old)).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
-      message: `the log closed the window of key ${old} at 2026-11-30T10:00:30.000Z, before trust.json ends it (${end}): a revocation that stopped after closing it in the log, or a trust.json from before a revocation; run it again (\`keys revoke ${old}\`), which ends the key in trust.json where the log closed it; nothing was changed`,
+      message: `the log closed the window of key "${old}" at 2026-11-30T10:00:30.000Z, before trust.json ends it (${end}): a revocation that stopped after closing it in the log, or a trust.json from before a revocation; run it again (\`keys revoke ${old}\`), which ends the key in trust.json where the log closed it; nothing was changed`,
     });
     expect((await ledger.log.signingKeys.get(old))?.closedAt).toBe('2026-11-30T10:00:30.000Z');
     expect(await ledger.storeTrust()).toEqual(trust);

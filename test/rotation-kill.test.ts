@@ -112,7 +112,7 @@ describePostgres('a key rotation killed at its durable steps while another proce
 
     const ledger = await open();
     try {
-      expect(notices.join('\n')).toContain(`the log closed the window of key ${oldKey} at ${closedAt}`);
+      expect(notices.join('\n')).toContain(`the log closed the window of key "${oldKey}" at ${closedAt}`);
       await expect(
         ledger.publish({ principal: 'alice', session: 'p', run: 'r' }, sampleSummary(1)),
       ).rejects.toMatchObject({ code: 'KEY_EXPIRED' });

@@ -11,6 +11,7 @@ import { fileBytes, fileText } from '../encoding/file-bytes.js';
 import { canonicalBytes } from '../encoding/canonical.js';
 import { ManifestError } from '../errors.js';
 import { idSchema } from './ids.js';
+import { quoted } from '../encoding/printable.js';
 import { keyIdSchema, timestampSchema } from './manifest.js';
 import { describeZodError } from './zod-issue.js';
 import { encodeVerifierKey, parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
@@ -78,7 +79,7 @@ export const trustStoreSchema = z
           ctx.addIssue({
             code: 'custom',
             path: [field, i],
-            message: `key ${k.keyId} of host ${k.host} is listed twice; keep one entry per (host, keyId)`,
+            message: `key ${quoted(k.keyId)} of host ${k.host} is listed twice; keep one entry per (host, keyId)`,
           });
         seen.add(name);
       });
@@ -176,7 +177,7 @@ export function parseTrustStore(input: string | ArrayBuffer | ArrayBufferView | 
  */
 export function mergeTrustedKey(a: TrustedKey, b: TrustedKey): TrustedKey {
   if (a.publicKey !== b.publicKey)
-    throw new ManifestError('TRUST_INVALID', `key ${a.keyId} of host ${a.host} is listed with two public keys`);
+    throw new ManifestError('TRUST_INVALID', `key ${quoted(a.keyId)} of host ${a.host} is listed with two public keys`);
   return restrictiveWindow(a, b);
 }
 

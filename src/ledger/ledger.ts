@@ -4,7 +4,7 @@
  */
 import { digestOf, hashBytes, isDigest, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import { errorText, namedCancel, readOptionFields, shownValue, StoreError } from '../../store/errors.js';
-import { shellWord } from '../../manifests/encoding/printable.js';
+import { quoted, shellWord } from '../../manifests/encoding/printable.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { pae, signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
@@ -358,7 +358,7 @@ function refuseUnverifiable(
   if (!signature || !verifier.verify(signature, pae(envelope.payloadType, payload), publicKey))
     throw new LedgerError(
       'KEY_INVALID',
-      `the signer's signature does not verify under the public key trust.json lists for key ${JSON.stringify(keyid)} (a KMS key that moved on to another version?): nothing was published; sign with that key, or give the new key a keyId of its own`,
+      `the signer's signature does not verify under the public key trust.json lists for key ${shownValue(keyid, Infinity)} (a KMS key that moved on to another version?): nothing was published; sign with that key, or give the new key a keyId of its own`,
     );
 }
 
@@ -750,7 +750,7 @@ export class Ledger {
       throw new KeyWindowClosed(
         new ManifestError(
           'KEY_EXPIRED',
-          `key ${JSON.stringify(keyId)} of host ${JSON.stringify(this.host)}: its window closed at ${rec.closedAt} (rotated or revoked); ${this.keyring.signingAdvice()}`,
+          `key ${quoted(keyId)} of host ${quoted(this.host)}: its window closed at ${rec.closedAt} (rotated or revoked); ${this.keyring.signingAdvice()}`,
         ),
       );
   }
@@ -801,7 +801,7 @@ export class Ledger {
     if (usable.ok && usable.key.revokedAt !== undefined)
       throw new ManifestError(
         'KEY_REVOKED',
-        `key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.host)} is revoked (from ${usable.key.revokedAt}) and signs no new manifest; rotate the host key`,
+        `key ${quoted(signer.keyId)} of host ${quoted(this.host)} is revoked (from ${usable.key.revokedAt}) and signs no new manifest; rotate the host key`,
       );
     if (!usable.ok) {
       const err = new ManifestError(usable.code, `${usable.message}; ${this.keyring.signingAdvice()}`);
@@ -1482,7 +1482,7 @@ export class Ledger {
           if (current !== undefined)
             throw new LedgerError(
               'INVALID_ARGUMENT',
-              `trust.json holds key ${keyId} current (no notAfter, no revokedAt)${listings.length > 1 ? ` in its listing for host ${shownValue(current.host)}` : ''}: \`keys rotate\` or \`keys revoke\` ends its window, in the log and in trust.json; nothing was changed`,
+              `trust.json holds key ${quoted(keyId)} current (no notAfter, no revokedAt)${listings.length > 1 ? ` in its listing for host ${shownValue(current.host)}` : ''}: \`keys rotate\` or \`keys revoke\` ends its window, in the log and in trust.json; nothing was changed`,
             );
           const end = listings.map((l) => l.end!).reduce((a, b) => earlierTime(a, b));
           // Where the log held the window as the close read its record (under the key's lock): already at `end`,
@@ -1495,7 +1495,7 @@ export class Ledger {
           if (closed !== end)
             throw new LedgerError(
               'INVALID_ARGUMENT',
-              `the log closed the window of key ${keyId} at ${closed}, before trust.json ends it (${end}): a revocation that stopped after closing it in the log, or a trust.json from before a revocation; run it again (\`keys revoke ${shellWord(keyId)}\`), which ends the key in trust.json where the log closed it; nothing was changed`,
+              `the log closed the window of key ${quoted(keyId)} at ${closed}, before trust.json ends it (${end}): a revocation that stopped after closing it in the log, or a trust.json from before a revocation; run it again (\`keys revoke ${shellWord(keyId)}\`), which ends the key in trust.json where the log closed it; nothing was changed`,
             );
           return { at: closed, changed: before !== closed };
         });

@@ -720,7 +720,7 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
     // run again, the log refuses every manifest this key signs now.
     if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
       notice(
-        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${shellWord(keyring.signer.keyId)}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
+        `the log closed the window of key ${quoted(keyring.signer.keyId)} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${shellWord(keyring.signer.keyId)}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
       );
     // A root without its format marker (a new one, or one made before the marker) gets it once the open has found
     // everything in order, so a refused open leaves the root as it found it; a diagnosing open (fsck) writes none.

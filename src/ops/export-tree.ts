@@ -12,7 +12,8 @@ import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { auditUsage } from '../../manifests/audit/errors.js';
 import { revokedSigner } from '../../manifests/audit/verify-tree.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { escapeRawInJson } from '../../store/errors.js';
+import { escapeRawInJson, shownValue } from '../../store/errors.js';
+import { quoted } from '../../manifests/encoding/printable.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
@@ -75,7 +76,7 @@ export async function sinceSize(
         : undefined;
     if (revoked)
       throw auditUsage(
-        `${name}: the earlier checkpoint is signed by checkpoint key ${JSON.stringify(revoked.keyId)} of host ${JSON.stringify(revoked.host)}, revoked (at ${JSON.stringify(revoked.revokedAt)}) in the keys this store trusts: a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); export without ${name}, and give the auditor the new bundle's checkpoint to keep`,
+        `${name}: the earlier checkpoint is signed by checkpoint key ${quoted(revoked.keyId)} of host ${quoted(revoked.host)}, revoked (at ${shownValue(revoked.revokedAt, Infinity)}) in the keys this store trusts: a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); export without ${name}, and give the auditor the new bundle's checkpoint to keep`,
         { cause: err },
       );
     throw auditUsage(`${name}: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });

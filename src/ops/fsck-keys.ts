@@ -10,7 +10,7 @@ import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog, SigningKeyRecord } from '../../manifests/log/log.js';
 import { windowEndOf, type TrustStore } from '../../manifests/format/trust.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { shellWord } from '../../manifests/encoding/printable.js';
+import { quoted, shellWord } from '../../manifests/encoding/printable.js';
 import { shownValue } from '../../store/errors.js';
 import type { FsckFinding } from './maintenance.js';
 
@@ -61,7 +61,7 @@ export async function fsckSigningKeys(
     if (revocations.has(`${keyId}\u0000${rec.closedAt}`)) continue;
     findings.push({
       code: 'KEY_SIGNED_AFTER_CLOSE',
-      message: `key ${keyId}: the log records a manifest dated ${rec.lastSignedAt}, at or after its window end ${rec.closedAt}`,
+      message: `key ${quoted(keyId)}: the log records a manifest dated ${rec.lastSignedAt}, at or after its window end ${rec.closedAt}`,
     });
   }
   // A key without any record is not judged: stores written by 0.1.0 kept none (its rotations included).
@@ -82,7 +82,7 @@ export async function fsckSigningKeys(
       findings.push({
         code: 'KEY_WINDOW_MISMATCH',
         message:
-          `key ${key.keyId}: ${trustSays} its window ${end === undefined ? 'nowhere (it is current)' : `at ${end}`}, ` +
+          `key ${quoted(key.keyId)}: ${trustSays} its window ${end === undefined ? 'nowhere (it is current)' : `at ${end}`}, ` +
           `the log ${rec.closedAt === undefined ? 'has not closed it' : `closed it at ${rec.closedAt}`}` +
           // The log behind trust.json (a store restored from before the rotation or revocation): closing the log's
           // window there changes nothing auditors hold, and is the remedy (a revocation would revoke more).
@@ -96,7 +96,7 @@ export async function fsckSigningKeys(
     if (!records.has(keyId) || (last !== undefined && last >= newest)) continue;
     findings.push({
       code: 'KEY_RECORD_BEHIND',
-      message: `key ${keyId} signed a manifest dated ${newest}; the log records ${last === undefined ? 'none' : `its newest as ${last}`}`,
+      message: `key ${quoted(keyId)} signed a manifest dated ${newest}; the log records ${last === undefined ? 'none' : `its newest as ${last}`}`,
     });
   }
   return findings;

@@ -17,6 +17,7 @@ import {
   throwIfAborted,
   type NamesEveryField,
 } from '../../../store/errors.js';
+import { quoted } from '../../encoding/printable.js';
 import {
   BEGIN,
   DEADLOCK_DETECTED,
@@ -1607,7 +1608,7 @@ function toSigningKey(r: SigningKeyRow): SigningKeyRecord {
     if (value !== null && !ISO_MS.test(value))
       throw new ManifestError(
         'RECORD_CORRUPT',
-        `manifest log record signing_keys[${JSON.stringify(r.key_id)}] is corrupt: ${column} is not an ISO-8601 UTC time with milliseconds`,
+        `manifest log record signing_keys[${quoted(r.key_id)}] is corrupt: ${column} is not an ISO-8601 UTC time with milliseconds`,
       );
   return {
     keyId: r.key_id,
