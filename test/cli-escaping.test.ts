@@ -280,4 +280,26 @@ describe('a refusal quotes the paths and key ids it names, once', () => {
       message: `trust files "${base}/a\\\\u001b.json", "${base}/b\\u001b\\u202e.json": key "k\\\\u001b\\"x" of host host-a is listed with two public keys`,
     });
   });
+
+  it('a root that pins another log and holds none: the pin and the log quoted', async () => {
+    const shown: string[] = [];
+    for (const name of ['pinned\\u001b', 'pinned\u001b\u202e']) {
+      const at = join(base, name);
+      const ledger = await openLedger({ root: at, host: 'host-a', origin: 'example.com/pinned' });
+      await ledger.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary(1));
+      await ledger.close();
+      rmSync(join(at, 'manifests-v1'), { recursive: true });
+      const r = await refused(['keys', 'list', '--root', at, '--host', 'host-a', '--origin', 'example.com/other']);
+      expect(r.error.code).toBe('FORK');
+      shown.push(r.error.message);
+    }
+    expect(shown[0]).toMatch(
+      /^this root pins another log \("[^"]*\/pinned\\\\u001b\/checkpoints\/[0-9a-f]{64}\.pin"\) /,
+    );
+    expect(shown[0]).toContain(`and holds no embedded log ("${base}/pinned\\\\u001b/manifests-v1"), so`);
+    expect(shown[1]).toMatch(
+      /^this root pins another log \("[^"]*\/pinned\\u001b\\u202e\/checkpoints\/[0-9a-f]{64}\.pin"\) /,
+    );
+    expect(shown[1]).toContain(`and holds no embedded log ("${base}/pinned\\u001b\\u202e/manifests-v1"), so`);
+  });
 });

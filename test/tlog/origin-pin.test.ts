@@ -138,7 +138,7 @@ describe('the origin record of an embedded store', () => {
 
     for (const [publishes, code, message] of [
       [1, 'ROLLBACK', /the tree has 0 entries, 1 were pinned \(this root holds no embedded log/],
-      [0, 'NOT_FOUND', /\.pin, a tree of 0 entries\) but holds no embedded log .*manifests-v1.* makes none/],
+      [0, 'NOT_FOUND', /\.pin", a tree of 0 entries\) but holds no embedded log .*manifests-v1.* makes none/],
     ] as const)
       it(`a pin of ${publishes} entries: ${code}, naming the pin without its log, and the root's listing unchanged (no manifests-v1/)`, async () => {
         const root = await pinWithoutLog(publishes);
@@ -157,7 +157,7 @@ describe('the origin record of an embedded store', () => {
 
     for (const [publishes, code, message] of [
       [1, 'ROLLBACK', /the tree has 0 entries, 1 were pinned \(this root holds no embedded log/],
-      [0, 'NOT_FOUND', /\.note, a tree of 0 entries\) but holds no embedded log .*manifests-v1.* makes none/],
+      [0, 'NOT_FOUND', /\.note", a tree of 0 entries\) but holds no embedded log .*manifests-v1.* makes none/],
     ] as const)
       it(`the previous version's pin (<hash>.note) of ${publishes} entries: ${code}, naming that file, for fsck as for an open`, async () => {
         const root = await pinWithoutLog(publishes);
