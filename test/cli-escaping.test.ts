@@ -4,12 +4,13 @@
  * sequence, a bidi override and DEL (a legal C2SP key name, given to new logs no more but still opened in a store named
  * so before) cannot drive the terminal through any command that shows it.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { openLedger } from '../src/ledger/open.js';
+import { hostKeyPath } from '../src/keys/keyring.js';
 import { createWitnessKeyFile } from '../src/witness/key.js';
 import { generateJwk } from '../src/keys/local-signer.js';
 import { captureIo } from './support/capture-io.js';
@@ -301,5 +302,23 @@ describe('a refusal quotes the paths and key ids it names, once', () => {
       /^this root pins another log \("[^"]*\/pinned\\u001b\\u202e\/checkpoints\/[0-9a-f]{64}\.pin"\) /,
     );
     expect(shown[1]).toContain(`and holds no embedded log ("${base}/pinned\\u001b\\u202e/manifests-v1"), so`);
+  });
+
+  it("a host key file open to group or others: the key file's path quoted", async () => {
+    const shown: string[] = [];
+    for (const name of ['keyed\\u001b', 'keyed\u001b\u202e']) {
+      const at = join(base, name);
+      await (await openLedger({ root: at, host: 'host-a' })).close();
+      chmodSync(hostKeyPath(at, 'host-a'), 0o640);
+      const r = await refused(['grants', '--root', at, '--host', 'host-a']);
+      expect(r.error.code).toBe('KEY_FILE_UNSAFE');
+      shown.push(r.error.message);
+    }
+    const tail = (root: string) =>
+      `${root}/keys/${hostKeyPath('', 'host-a').split('/').pop()}" is accessible by group or others (mode 640); run chmod 600 on it`;
+    expect(shown).toEqual([
+      `key file "${tail(`${base}/keyed\\\\u001b`)}`,
+      `key file "${tail(`${base}/keyed\\u001b\\u202e`)}`,
+    ]);
   });
 });

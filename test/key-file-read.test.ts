@@ -9,7 +9,8 @@ import { createServer } from 'node:net';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { generateJwk, readPrivateKeyFile } from '../src/keys/local-signer.js';
+import { generateJwk, keyFileIoFailure, readPrivateKeyFile } from '../src/keys/local-signer.js';
+import { quoted } from '../manifests/encoding/printable.js';
 import { readRegularFile } from '../src/cli/io.js';
 import { openLedger } from '../src/ledger/open.js';
 import { tempDir } from './support/tmp.js';
@@ -72,7 +73,7 @@ describe('readPrivateKeyFile reads the file it checked', () => {
     }
     // Read again now, the symlink standing at the name is refused as it always was.
     expect(await refusal(readPrivateKeyFile(mine.path))).toBe(
-      `KEY_FILE_UNSAFE: key file ${mine.path} is not a regular file`,
+      `KEY_FILE_UNSAFE: key file "${mine.path}" is not a regular file`,
     );
   });
 
@@ -90,7 +91,7 @@ describe('readPrivateKeyFile reads the file it checked', () => {
       swap.then = undefined;
     }
     expect(await refusal(readPrivateKeyFile(mine.path))).toBe(
-      `KEY_INVALID: key file ${mine.path} is ${8 << 20} bytes, over 65536: not a key`,
+      `KEY_INVALID: key file "${mine.path}" is ${8 << 20} bytes, over 65536: not a key`,
     );
   });
 
@@ -101,18 +102,18 @@ describe('readPrivateKeyFile reads the file it checked', () => {
     // A read that waited for a writer would wait for ever (none comes): given as long as a wait that must end is.
     const timeout = new Promise<string>((r) => setTimeout(() => r('waited'), ENDS_AT_SIGNAL_MS).unref());
     expect(await Promise.race([refusal(readPrivateKeyFile(fifo)), timeout])).toBe(
-      `KEY_FILE_UNSAFE: key file ${fifo} is not a regular file`,
+      `KEY_FILE_UNSAFE: key file "${fifo}" is not a regular file`,
     );
     const sub = join(dir, 'sub.jwk');
     mkdirSync(sub, { mode: 0o700 });
-    expect(await refusal(readPrivateKeyFile(sub))).toBe(`KEY_FILE_UNSAFE: key file ${sub} is not a regular file`);
+    expect(await refusal(readPrivateKeyFile(sub))).toBe(`KEY_FILE_UNSAFE: key file "${sub}" is not a regular file`);
     const socket = join(dir, 's.jwk');
     const server = createServer();
     await new Promise<void>((r) => server.listen(socket, r));
     try {
       chmodSync(socket, 0o600);
       expect(await refusal(readPrivateKeyFile(socket))).toBe(
-        `KEY_FILE_UNSAFE: key file ${socket} is not a regular file`,
+        `KEY_FILE_UNSAFE: key file "${socket}" is not a regular file`,
       );
     } finally {
       await new Promise((r) => server.close(r));
@@ -128,7 +129,7 @@ describe('readPrivateKeyFile reads the file it checked', () => {
     ] as const) {
       symlinkSync(target, join(dir, name));
       expect(await refusal(readPrivateKeyFile(join(dir, name)))).toBe(
-        `KEY_FILE_UNSAFE: key file ${join(dir, name)} is not a regular file`,
+        `KEY_FILE_UNSAFE: key file "${join(dir, name)}" is not a regular file`,
       );
     }
     await expect(readPrivateKeyFile(join(dir, 'missing.jwk'))).rejects.toMatchObject({ code: 'ENOENT' });
@@ -139,7 +140,7 @@ describe('readPrivateKeyFile reads the file it checked', () => {
     const big = join(dir, 'big.jwk');
     writeFileSync(big, Buffer.alloc(64 * 1024 + 1, 0x20), { mode: 0o600 });
     expect(await refusal(readPrivateKeyFile(big))).toBe(
-      `KEY_INVALID: key file ${big} is 65537 bytes, over 65536: not a key`,
+      `KEY_INVALID: key file "${big}" is 65537 bytes, over 65536: not a key`,
     );
     writeFileSync(big, Buffer.alloc(64 * 1024, 0x20), { mode: 0o600 });
     expect(await refusal(readPrivateKeyFile(big))).toMatch(/^KEY_INVALID: key file .* is not JSON$/);
@@ -184,5 +185,17 @@ describe('readRegularFile (the CLI: witness serve --logs) shares the one-descrip
     expect(await Promise.race([refusal(readRegularFile(fifo, 64)), timeout])).toBe('undefined: not a regular file');
     expect(await refusal(readRegularFile(dir, 64))).toBe('undefined: not a regular file');
     expect(await refusal(readRegularFile(file, 5))).toBe('undefined: 11 bytes, over 5');
+  });
+});
+
+describe('keyFileIoFailure', () => {
+  it('names an errno failure by its code, not by its message, which repeats the path raw', () => {
+    const path = '/k\u001b\\u001b.jwk';
+    const err = Object.assign(new Error(`EIO: i/o error, read '${path}'`), { code: 'EIO', errno: -5, syscall: 'read' });
+    expect(keyFileIoFailure(err, `cannot read key file ${quoted(path)}`)).toMatchObject({
+      code: 'STORAGE_FAILED',
+      message: 'cannot read key file "/k\\u001b\\\\u001b.jwk": EIO (i/o error)',
+      cause: err,
+    });
   });
 });

@@ -14,6 +14,8 @@ import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { isPathName } from '../../store/fs/safe-dir.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { ownerProblem } from '../../store/fs/owner.js';
+import { quoted } from '../../manifests/encoding/printable.js';
+import { errnoText } from '../../store/fs/errno-text.js';
 
 /** The largest key file read (a JWK is a few hundred bytes). */
 const MAX_KEY_FILE_BYTES = 64 * 1024;
@@ -126,14 +128,14 @@ export async function readPrivateKeyFile(path: string): Promise<unknown> {
   // descriptor, so no file swapped in at the path after the checks is read.
   const bytes = await readBoundedFile(path, MAX_KEY_FILE_BYTES, {
     noFollow: true,
-    notAFile: () => new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`),
+    notAFile: () => new LedgerError('KEY_FILE_UNSAFE', `key file ${quoted(path)} is not a regular file`),
     check: (st) => {
-      const foreign = ownerProblem(`key file ${path}`, st.uid);
+      const foreign = ownerProblem(`key file ${quoted(path)}`, st.uid);
       if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could have planted it`);
       if ((st.mode & 0o077) !== 0) {
         throw new LedgerError(
           'KEY_FILE_UNSAFE',
-          `key file ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
+          `key file ${quoted(path)} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
         );
       }
     },
@@ -143,17 +145,17 @@ export async function readPrivateKeyFile(path: string): Promise<unknown> {
       new LedgerError(
         'KEY_INVALID',
         size === undefined
-          ? `key file ${path} grew over ${MAX_KEY_FILE_BYTES} bytes while read: not a key`
-          : `key file ${path} is ${size} bytes, over ${MAX_KEY_FILE_BYTES}: not a key`,
+          ? `key file ${quoted(path)} grew over ${MAX_KEY_FILE_BYTES} bytes while read: not a key`
+          : `key file ${quoted(path)} is ${size} bytes, over ${MAX_KEY_FILE_BYTES}: not a key`,
       ),
   }).catch((err: unknown) => {
     // A file that cannot be read is an I/O failure, not a key that is "not JSON".
-    throw isMissing(err) ? err : keyFileIoFailure(err, `cannot read key file ${path}`);
+    throw isMissing(err) ? err : keyFileIoFailure(err, `cannot read key file ${quoted(path)}`);
   });
   try {
     return JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    throw new LedgerError('KEY_INVALID', `key file ${path} is not JSON`, { cause: err });
+    throw new LedgerError('KEY_INVALID', `key file ${quoted(path)} is not JSON`, { cause: err });
   }
 }
 
@@ -182,17 +184,18 @@ export async function loadKeyFile(path: string): Promise<LocalSigner> {
   if (!isPathName(path))
     throw new LedgerError('INVALID_ARGUMENT', 'loadKeyFile needs the path of a key file (a non-empty string, no NUL)');
   const signer = await loadKeyFileIfPresent(path);
-  if (!signer) throw new LedgerError('KEY_INVALID', `no such key file ${path}`);
+  if (!signer) throw new LedgerError('KEY_INVALID', `no such key file ${quoted(path)}`);
   return signer;
 }
 
 /**
  * An I/O failure (an `errno` error: EACCES, EIO, ENOSPC, …) of a key file or the trust file as the coded error the
- * README lists for it, `STORAGE_FAILED` with the original error as its cause; any other error is returned as it is.
+ * README lists for it, `STORAGE_FAILED` with the original error as its cause, named by its code (`errnoText`: its message
+ * would repeat the path raw, which `what` names quoted); any other error is returned as it is.
  */
 export function keyFileIoFailure(err: unknown, what: string): unknown {
   if (err instanceof HandoffLedgerError || !isErrnoError(err)) return err;
-  return new StoreError('STORAGE_FAILED', `${what}: ${err.message}`, { cause: err });
+  return new StoreError('STORAGE_FAILED', `${what}: ${errnoText(err)}`, { cause: err });
 }
 
 /**
@@ -203,6 +206,6 @@ export async function writeKeyFile(path: string, jwk: PrivateJwk): Promise<void>
   try {
     await writeFileAtomic(path, JSON.stringify(jwk) + '\n', 0o600);
   } catch (err) {
-    throw keyFileIoFailure(err, `cannot write key file ${path}`);
+    throw keyFileIoFailure(err, `cannot write key file ${quoted(path)}`);
   }
 }
