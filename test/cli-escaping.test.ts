@@ -321,4 +321,24 @@ describe('a refusal quotes the paths and key ids it names, once', () => {
       `key file "${tail(`${base}/keyed\\u001b\\u202e`)}`,
     ]);
   });
+
+  it('export --since a file that is not there: the path quoted, the failure by its errno code', async () => {
+    const literal = await refused(['export', ...store, '--out', join(base, 'out1'), '--since', join(base, 'n\\u001b')]);
+    const real = await refused([
+      'export',
+      ...store,
+      '--out',
+      join(base, 'out2'),
+      '--since',
+      join(base, 'n\u001b\u202e'),
+    ]);
+    expect(literal.error).toEqual({
+      code: 'USAGE',
+      message: `--since "${base}/n\\\\u001b": ENOENT (no such file or directory)`,
+    });
+    expect(real.error).toEqual({
+      code: 'USAGE',
+      message: `--since "${base}/n\\u001b\\u202e": ENOENT (no such file or directory)`,
+    });
+  });
 });

@@ -87,13 +87,13 @@ const cases: Array<{
   {
     name: 'verify --since',
     args: (file) => ['verify', join(dir, 'first'), '--trust', trust, '--since', file],
-    refused: (file) => `handoff-ledger: USAGE: --since ${file}: not a regular file\n`,
+    refused: (file) => `handoff-ledger: USAGE: --since "${file}": not a regular file\n`,
     accepted: () => ({ file: note, code: 0 }),
   },
   {
     name: 'export --since',
     args: (file) => ['export', '--root', root, '--out', join(tempDir(), 'next'), '--since', file],
-    refused: (file) => `handoff-ledger: USAGE: --since ${file}: not a regular file\n`,
+    refused: (file) => `handoff-ledger: USAGE: --since "${file}": not a regular file\n`,
     accepted: () => ({ file: note, code: 0 }),
   },
 ];
@@ -124,7 +124,7 @@ describe('file options read by path: a regular file only, a FIFO refused without
     () => {
       const r = cli(['verify', join(dir, 'first'), '--trust', trust, '--since', '/dev/zero']);
       expect(r.code).toBe(2);
-      expect(r.stderr).toBe('handoff-ledger: USAGE: --since /dev/zero: not a regular file\n');
+      expect(r.stderr).toBe('handoff-ledger: USAGE: --since "/dev/zero": not a regular file\n');
     },
   );
 });

@@ -158,7 +158,7 @@ const callers: Caller[] = [
     // A key file that is not there: refused right after the numbers are read, before anything listens.
     read: async (text: string) => {
       const serve = ['witness', 'serve', '--listen', '127.0.0.1:0', '--key', missing, '--logs', missing];
-      const r = await cli([...serve, '--state', join(dir, 'state'), `${name}=${text}`], `--key ${missing}:`);
+      const r = await cli([...serve, '--state', join(dir, 'state'), `${name}=${text}`], `--key "${missing}":`);
       return 'took' in r ? { took: Number(text) } : r;
     },
   })),
@@ -170,7 +170,7 @@ const callers: Caller[] = [
       number(
         text,
         ['witness', 'serve', `--listen=127.0.0.1:${text}`, '--key', missing, '--logs', missing, '--state', missing],
-        `--key ${missing}:`,
+        `--key "${missing}":`,
       ),
   },
   {
@@ -215,7 +215,8 @@ const callers: Caller[] = [
     max: SAFE,
     unit: 'bytes',
     // An earlier checkpoint that is not there: read right after the bound.
-    read: (text) => number(text, ['audit-ui', `--max-bundle-bytes=${text}`, '--since', missing], `--since ${missing}`),
+    read: (text) =>
+      number(text, ['audit-ui', `--max-bundle-bytes=${text}`, '--since', missing], `--since "${missing}"`),
   },
   {
     name: '--quorum',

@@ -274,11 +274,11 @@ describe('handoff-ledger CLI', () => {
       ]) {
         let r = cli([...args, '--since', big]);
         expect(r.code, r.stderr).toBe(2);
-        expect(r.stderr).toBe(`handoff-ledger: USAGE: --since ${big}: over 64 KiB\n`);
+        expect(r.stderr).toBe(`handoff-ledger: USAGE: --since "${big}": over 64 KiB\n`);
         // An endless device is no regular file: refused before a byte of it is read (test/cli-file-inputs.test.ts).
         r = cli([...args, '--since', '/dev/zero']);
         expect(r.code, r.stderr).toBe(2);
-        expect(r.stderr).toBe('handoff-ledger: USAGE: --since /dev/zero: not a regular file\n');
+        expect(r.stderr).toBe('handoff-ledger: USAGE: --since "/dev/zero": not a regular file\n');
       }
     },
   );
@@ -829,7 +829,9 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(refused.stderr).toMatch(/^handoff-ledger: USAGE: --since: not a checkpoint of this log: /);
     const missing = cli(['export', '--root', root, '--out', out, '--since', join(tempDir(), 'none.note')]);
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toMatch(/^handoff-ledger: USAGE: --since .*none\.note: ENOENT/);
+    expect(missing.stderr).toMatch(
+      /^handoff-ledger: USAGE: --since ".*none\.note": ENOENT \(no such file or directory\)$/m,
+    );
     expect(existsSync(out)).toBe(false);
     // Its own checkpoint is taken.
     const own = join(tempDir(), 'own.note');

@@ -22,6 +22,7 @@ import {
 } from './io.js';
 import { isErrnoError } from '../../store/errors.js';
 import { printable, printableLines, quoted } from '../../manifests/encoding/printable.js';
+import { errnoText } from '../../store/fs/errno-text.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export const usage =
@@ -48,7 +49,7 @@ async function readLogsFile(path: string): Promise<string> {
     return (await readRegularFile(path, MAX_WITNESS_LOGS_BYTES)).toString('utf8');
   } catch (err) {
     if (!(err instanceof UsageError) && !isErrnoError(err)) throw err;
-    throw new UsageError(`--logs ${path}: ${err.message}`, { cause: err });
+    throw new UsageError(`--logs ${quoted(path)}: ${isErrnoError(err) ? errnoText(err) : err.message}`, { cause: err });
   }
 }
 
@@ -92,7 +93,7 @@ async function loadKeyFile(path: string): Promise<WitnessKey> {
   try {
     return await loadWitnessKeyFile(path);
   } catch (err) {
-    if (isErrnoError(err)) throw new UsageError(`--key ${path}: ${err.message}`, { cause: err });
+    if (isErrnoError(err)) throw new UsageError(`--key ${quoted(path)}: ${errnoText(err)}`, { cause: err });
     throw err;
   }
 }

@@ -300,7 +300,7 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
 
       const huge = join(base, 'huge.note');
       writeFileSync(huge, 'x'.repeat(64 * 1024 + 1));
-      expect((await cli(huge)).stderr).toContain(`USAGE: --since ${huge}: over 64 KiB`);
+      expect((await cli(huge)).stderr).toContain(`USAGE: --since "${huge}": over 64 KiB`);
       await page.setInputFiles('#since-input', huge);
       await expect
         .poll(() => page.textContent('#error'), { timeout: 10_000 })

@@ -133,7 +133,7 @@ describe('witness serve refuses', () => {
     let r = await serve(s);
     expect(r).toMatchObject({ code: 2, stdout: '' });
     expect(r.stderr).toBe(
-      `handoff-ledger: USAGE: --logs ${s.logs}: ${MAX_WITNESS_LOGS_BYTES + 1} bytes, over ${MAX_WITNESS_LOGS_BYTES}\n`,
+      `handoff-ledger: USAGE: --logs "${s.logs}": ${MAX_WITNESS_LOGS_BYTES + 1} bytes, over ${MAX_WITNESS_LOGS_BYTES}\n`,
     );
     expect(existsSync(s.state)).toBe(false);
     // At the bound it is read (and is no JSON).
@@ -151,7 +151,7 @@ describe('witness serve refuses', () => {
       expect(r, logs).toMatchObject({
         code: 2,
         stdout: '',
-        stderr: `handoff-ledger: USAGE: --logs ${logs}: not a regular file\n`,
+        stderr: `handoff-ledger: USAGE: --logs "${logs}": not a regular file\n`,
       });
       expect(existsSync(s.state)).toBe(false);
     }
