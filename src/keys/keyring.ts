@@ -348,8 +348,8 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
         new LedgerError('KEY_FILE_UNSAFE', `${quoted(trustPath)} is not a regular file (symlink planted?)`),
       check: (st) => {
         stamp = stampOf(st); // the file read, before the read: a change after it shows as a change, never the other way
-        const foreign = ownerProblem(trustPath, st.uid);
-        if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${quoted(foreign)}: another user could rewrite it`);
+        const foreign = ownerProblem(quoted(trustPath), st.uid);
+        if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could rewrite it`);
         if ((st.mode & 0o022) !== 0)
           throw new LedgerError(
             'KEY_FILE_UNSAFE',
