@@ -12,7 +12,7 @@
  */
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { encodeBase64Url } from '../encoding/base64.js';
-import { isBytes, pointIsCanonical, SMALL_ORDER_POINTS, type SignatureVerifier } from './ed25519.js';
+import { pointIsCanonical, verifiableArguments, SMALL_ORDER_POINTS, type SignatureVerifier } from './ed25519.js';
 
 /**
  * Per public key (by hex): its OpenSSL key object, or null when noble's strict rules refuse the key
@@ -54,10 +54,7 @@ function cachedKeyObject(publicKey: Uint8Array): KeyObject | null {
 export const nodeVerifier: SignatureVerifier = {
   name: 'node:crypto',
   verify(signature, message, publicKey) {
-    // Anything but bytes is no signature, message or key: false, as the verifiers' contract says (never an exception;
-    // a missing signature or key was a TypeError reading its length).
-    if (!isBytes(signature) || !isBytes(message) || !isBytes(publicKey)) return false;
-    if (signature.length !== 64 || publicKey.length !== 32) return false;
+    if (!verifiableArguments(signature, message, publicKey)) return false;
     if (!pointIsCanonical(signature.subarray(0, 32))) return false;
     let valid = false;
     try {

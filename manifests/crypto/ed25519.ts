@@ -17,10 +17,17 @@ export interface SignatureVerifier {
 }
 
 /**
- * Whether a verifier's argument is bytes at all (`verify` answers false for anything else): a Uint8Array of any realm
- * (`isUint8Array`), for a valid signature in another realm's arrays must not verify as false.
+ * The verifiers' first look, shared: a signature of 64 bytes, a message and a 32-byte key, each a Uint8Array of any
+ * realm (`isUint8Array`: a valid signature in another realm's arrays must not verify as false). Anything else is no
+ * signature that verifies: `verify` answers false, never an exception (a missing signature or key was a TypeError
+ * reading its length).
  */
-export const isBytes = isUint8Array;
+export const verifiableArguments = (signature: unknown, message: unknown, publicKey: unknown): boolean =>
+  isUint8Array(signature) &&
+  isUint8Array(message) &&
+  isUint8Array(publicKey) &&
+  signature.length === 64 &&
+  publicKey.length === 32;
 
 /** The group order L. */
 const L = 2n ** 252n + 27742317777372353535851937790883648493n;
@@ -76,10 +83,7 @@ export function isSmallOrderKey(publicKey: Uint8Array): boolean {
 export const nobleVerifier: SignatureVerifier = {
   name: 'noble',
   verify(signature, message, publicKey) {
-    // Anything but bytes is no signature, message or key: false, as the verifiers' contract says (never an exception;
-    // a missing signature or key was a TypeError reading its length).
-    if (!isBytes(signature) || !isBytes(message) || !isBytes(publicKey)) return false;
-    if (signature.length !== 64 || publicKey.length !== 32) return false;
+    if (!verifiableArguments(signature, message, publicKey)) return false;
     try {
       // noble's strict decoding (y < p, no x = 0 with the sign bit), its small-order key refusal and S < L; then the
       // cofactorless equation in place of noble's cofactored one (the same multiplications, so the same cost).
