@@ -19,6 +19,22 @@ const quoted = (value: string): string =>
   escapeRawInJson(JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value));
 
 /**
+ * A trust store built by hand, never parsed, may be anything: one that is no object is TRUST_INVALID, as
+ * parseTrustStore says of such a file (it was a TypeError, `Cannot read properties of null`). Zod-free, for the
+ * lookups here and the store's own checks in trust.ts alike.
+ */
+export function checkStoreObject(store: unknown): asserts store is object {
+  if (typeof store !== 'object' || store === null)
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
+}
+
+/** A store's list as it must be: `keys` a list, `checkpointKeys` a list when present. @throws ManifestError `TRUST_INVALID` */
+export function checkStoreList(list: unknown, name: 'keys' | 'checkpointKeys'): void {
+  if (!Array.isArray(list) && (list !== undefined || name === 'keys'))
+    throw new ManifestError('TRUST_INVALID', `trust store is malformed: ${name} is not a list`);
+}
+
+/**
  * Finds the key `keyId` listed for `host` and checks it was valid at `at` (ISO time):
  * notBefore <= at < notAfter, and at < revokedAt. Only `keys` is searched, never `checkpointKeys` (a checkpoint key
  * signs no manifest). Where a store built by hand lists one key twice, the first listing decides.
@@ -29,10 +45,8 @@ const quoted = (value: string): string =>
  *   and `trustDigest` refuse it; it was a TypeError, `Cannot read properties of null (reading 'keys')`)
  */
 export function findTrustedKey(trust: TrustStore, host: string, keyId: string, at: string): KeyLookup {
-  if (typeof trust !== 'object' || trust === null)
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
-  if (!Array.isArray(trust.keys))
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: keys is not a list');
+  checkStoreObject(trust);
+  checkStoreList(trust.keys, 'keys');
   const key = listedKey(trust, host, keyId);
   const named = () => `key ${quoted(keyId)} of host ${quoted(host)}`;
   if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `${named()} is not trusted` };

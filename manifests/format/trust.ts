@@ -14,6 +14,7 @@ import { idSchema } from './ids.js';
 import { quoted } from '../encoding/printable.js';
 import { keyIdSchema, timestampSchema } from './manifest.js';
 import { describeZodError } from './zod-issue.js';
+import { checkStoreList, checkStoreObject } from './trust-lookup.js';
 import { encodeVerifierKey, parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
 
 export { findTrustedKey, type KeyLookup } from './trust-lookup.js';
@@ -117,10 +118,8 @@ export function checkpointVerifiers(
   origin?: string,
   options: { withRevoked?: boolean } = {},
 ): NoteVerifierKey[] {
-  if (typeof trust !== 'object' || trust === null)
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
-  if (trust.checkpointKeys !== undefined && !Array.isArray(trust.checkpointKeys))
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: checkpointKeys is not a list');
+  checkStoreObject(trust);
+  checkStoreList(trust.checkpointKeys, 'checkpointKeys');
   const revoked = options.withRevoked === true ? new Set<string>() : revokedCheckpointListings(trust);
   return (trust.checkpointKeys ?? [])
     .filter((k) => !revoked.has(checkpointRevocationKey(k)))
@@ -284,8 +283,7 @@ function windowed<K extends { notBefore: string; notAfter?: string; revokedAt?: 
  * @throws ManifestError `TRUST_INVALID` for one that is not an array, or an entry that is no object
  */
 function listOf<T>(list: T[] | undefined, name: 'keys' | 'checkpointKeys'): T[] {
-  if (!Array.isArray(list) && (list !== undefined || name === 'keys'))
-    throw new ManifestError('TRUST_INVALID', `trust store is malformed: ${name} is not a list`);
+  checkStoreList(list, name);
   const entries = [...(list ?? [])];
   if (entries.some((k) => typeof k !== 'object' || k === null))
     throw new ManifestError('TRUST_INVALID', `trust store is malformed: an entry of ${name} that is not an object`);
@@ -298,8 +296,7 @@ function listOf<T>(list: T[] | undefined, name: 'keys' | 'checkpointKeys'): T[] 
  * object, whose lists are none, or an entry no object or a field no string (or one with a lone surrogate).
  */
 function storeEntries(store: TrustStore) {
-  if (typeof store !== 'object' || store === null)
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
+  checkStoreObject(store);
   return {
     keys: listOf(store.keys, 'keys').map((k) =>
       windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) }),
