@@ -52,6 +52,11 @@ export function printableLines(lines: string[]): string {
   return lines.map((l) => `${printable(l)}\n`).join('');
 }
 
+/** Several lines each escaped once (`printableOnce`: their quoted values as they are), each ended by a newline. */
+export function printableOnceLines(lines: readonly string[]): string {
+  return lines.map((l) => `${printableOnce(l)}\n`).join('');
+}
+
 /** A field of `printableRow` that is escaped once already (a message quoting values with `quoted`): see `escapedOnce`. */
 export interface EscapedOnce {
   readonly escapedOnce: string;

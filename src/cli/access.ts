@@ -25,7 +25,7 @@ import {
   escapedOnce,
   printable,
   printableLines,
-  printableOnce,
+  printableOnceLines,
   printableRow,
   quoted,
 } from '../../manifests/encoding/printable.js';
@@ -303,9 +303,10 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
           if (values.json) writeJson(io.stdout, { rotated: true, keyId, checkpointKeysRevoked: revoked });
           else
             io.stdout.write(
-              [`rotated: new signing key ${printable(keyId)}`, ...revoked.map(checkpointKeyRevokedLine)]
-                .map((l) => `${printableOnce(l)}\n`)
-                .join(''),
+              printableOnceLines([
+                `rotated: new signing key ${printable(keyId)}`,
+                ...revoked.map(checkpointKeyRevokedLine),
+              ]),
             );
         } else if (sub === 'close') {
           // The log's record of the key's window, closed where trust.json ends it (a store restored from before a
@@ -343,7 +344,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             });
           else
             io.stdout.write(
-              [
+              printableOnceLines([
                 `revoked ${printable(keyId)} from ${printable(at)}`,
                 ...revoked.map(checkpointKeyRevokedLine),
                 ...(atNextRotation
@@ -351,9 +352,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
                       `the checkpoint key this store signs with (${printable(atNextRotation.keyId)}) is revoked by the next \`keys rotate\`: run it now`,
                     ]
                   : []),
-              ]
-                .map((l) => `${printableOnce(l)}\n`)
-                .join(''),
+              ]),
             );
         }
         return EXIT_OK;

@@ -13,7 +13,7 @@ import { openBundleDir } from '../ops/bundle-dir.js';
 import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
-import { printableLines, printableOnce } from '../../manifests/encoding/printable.js';
+import { printableLines } from '../../manifests/encoding/printable.js';
 import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
 import { readTrustFiles } from './trust-file.js';
 import {
@@ -22,6 +22,7 @@ import {
   EXIT_USAGE,
   onStopSignal,
   parse,
+  reportError,
   UsageError,
   wholeNumber,
   type CliIo,
@@ -123,9 +124,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       return EXIT_USAGE;
     }
     if (!(err instanceof AuditError)) throw err;
-    // As reportError prints a refusal: escaped once (its quotes of bundle or trust-file text are escaped already).
-    io.stderr.write(`handoff-ledger: ${err.code}: ${printableOnce(err.message)}\n`);
-    return EXIT_USAGE;
+    // The auditor's refusal (a trust file, --since, the witness keys): printed as every refusal is, exit 2.
+    return reportError(err, io);
   }
   await stopped;
   await server.close();

@@ -24,7 +24,6 @@ import {
 } from './io.js';
 import { counted, printable, printableLines, quoted, shellWord } from '../../manifests/encoding/printable.js';
 import { errnoText } from '../../store/fs/errno-text.js';
-import { isErrnoError } from '../../store/errors.js';
 import { SIGNAL_EXITS, stopSignals } from './stop-signals.js';
 
 /** The export's refusals name its options as the command's flags (`--since`), not as the library's (`since`). */
@@ -45,9 +44,7 @@ export async function readSince(path: string): Promise<string> {
     const bytes = await readRegularFile(path, MAX_SINCE_BYTES, () => new UsageError('over 64 KiB'));
     return bytes.toString('utf8');
   } catch (err) {
-    throw auditUsage(`--since ${quoted(path)}: ${isErrnoError(err) ? errnoText(err) : (err as Error).message}`, {
-      cause: err,
-    });
+    throw auditUsage(`--since ${quoted(path)}: ${errnoText(err)}`, { cause: err });
   }
 }
 

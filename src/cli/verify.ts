@@ -60,7 +60,13 @@ import {
   wholeNumber,
   type CliIo,
 } from './io.js';
-import { counted, printable, printableJson, printableOnce } from '../../manifests/encoding/printable.js';
+import {
+  counted,
+  printable,
+  printableJson,
+  printableOnce,
+  printableOnceLines,
+} from '../../manifests/encoding/printable.js';
 
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
@@ -203,7 +209,7 @@ export function humanReport(
   if (r.findingsTruncated)
     out.push(`… ${counted(r.counts.findings - r.findings.length, 'more finding', 'more findings')} not listed`);
   // Each line escaped once: as it is when report-text made it terminal-safe, else (nothing should be) escaped whole.
-  return `${out.map((l) => `${printableOnce(l)}\n`).join('')}${describeVerdict(r, paint)}\n`;
+  return `${printableOnceLines(out)}${describeVerdict(r, paint)}\n`;
 }
 
 /** The CLI's words for the auditor's settings (its options), refused as usage errors. */

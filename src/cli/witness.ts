@@ -49,7 +49,7 @@ async function readLogsFile(path: string): Promise<string> {
     return (await readRegularFile(path, MAX_WITNESS_LOGS_BYTES)).toString('utf8');
   } catch (err) {
     if (!(err instanceof UsageError) && !isErrnoError(err)) throw err;
-    throw new UsageError(`--logs ${quoted(path)}: ${isErrnoError(err) ? errnoText(err) : err.message}`, { cause: err });
+    throw new UsageError(`--logs ${quoted(path)}: ${errnoText(err)}`, { cause: err });
   }
 }
 
