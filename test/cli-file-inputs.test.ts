@@ -80,7 +80,7 @@ const cases: Array<{
   {
     name: 'verify --witness-keys',
     args: (file) => ['verify', join(dir, 'first'), '--trust', trust, '--witness-keys', file, '--quorum', '1'],
-    refused: (file) => `handoff-ledger: USAGE: --witness-keys ${file}: not a regular file\n`,
+    refused: (file) => `handoff-ledger: USAGE: --witness-keys "${file}": not a regular file\n`,
     // Read and parsed: the bundle's checkpoint carries no cosignature by the pinned witness (a finding, exit 1).
     accepted: () => ({ file: witnessKeys, code: 1, stderr: /^$/ }),
   },

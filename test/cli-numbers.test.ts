@@ -225,7 +225,7 @@ const callers: Caller[] = [
     max: SAFE,
     // A witness keys file that is not there: read once the quorum is (its upper bound, the pinned keys, then).
     read: (text) =>
-      number(text, ['audit-ui', '--witness-keys', missing, `--quorum=${text}`], `--witness-keys ${missing}`),
+      number(text, ['audit-ui', '--witness-keys', missing, `--quorum=${text}`], `--witness-keys "${missing}"`),
   },
 ];
 

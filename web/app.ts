@@ -26,7 +26,7 @@ import {
   shownLines,
   showWitnesses,
 } from './report-view.js';
-import { printable } from '../manifests/encoding/printable.js';
+import { printable, quoted } from '../manifests/encoding/printable.js';
 import { errorText } from '../store/errors.js';
 import { roleOfDroppedFile, SIDE_FILE_ROLES, SIDE_FILES, unplacedFile, type SideFileRole } from './side-files.js';
 import { bundleFromFiles, bundleFromPreload, filesOfInput, preloadOf, type PickedBundle } from './sources.js';
@@ -313,7 +313,7 @@ async function takeSideFiles(
   // Two earlier checkpoints (or witness keys files) in one drop are refused, as two bundle folders are, rather than
   // one of them taken silently. (Their pickers take one file: no `multiple`.)
   if (!several && files.length > 1)
-    return `drop one ${noun} file, not ${files.length}: ${files.map((f) => JSON.stringify(f.name)).join(', ')}`;
+    return `drop one ${noun} file, not ${files.length}: ${files.map((f) => quoted(f.name)).join(', ')}`;
   // Refused before reading: a bound applied after reading bounds nothing.
   for (const { file, name } of files) if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
   // Superseded by a later gesture of this kind already: nothing of it is taken.
@@ -333,7 +333,7 @@ async function takeSideFiles(
         text = await textOf(file);
       } catch (err) {
         // Gone or changed since it was chosen, or no permission to read it: said, and the files chosen before stay.
-        return current(role, g) ? unreadable(name, errorText(err)) : undefined;
+        return current(role, g) ? unreadable([name], errorText(err)) : undefined;
       }
       read.push({ name, text, ...(servedFrom ? { servedFrom } : {}) });
     }
@@ -689,7 +689,7 @@ async function preload(): Promise<void> {
     const served = async (role: SideFileRole, url: string, name: string, servedFrom?: readonly string[]) => {
       // audit-ui stopped, the connection dropped, an answer other than the file: said as a file that cannot be read
       // (the CLI's code and words), by the names audit-ui was given.
-      const unreadable = (reason: string) => SIDE_FILES[role].unreadable((servedFrom ?? [name]).join(', '), reason);
+      const unreadable = (reason: string) => SIDE_FILES[role].unreadable(servedFrom ?? [name], reason);
       let file: Blob;
       try {
         const res = await fetch(new URL(url, location.href), { cache: 'no-store' });

@@ -6,6 +6,8 @@
  * error wording are the CLI's (src/cli/verify.ts, src/cli/export.ts, manifests/audit/verify-witnesses.ts).
  */
 
+import { quoted } from '../manifests/encoding/printable.js';
+
 /** verify-witnesses.ts's MAX_WITNESS_KEYS_BYTES, not imported: that module would bring the verifier into the page's own script. */
 const MAX_WITNESS_KEYS_BYTES = 16 * 1024 * 1024;
 
@@ -30,8 +32,11 @@ export interface SideFileKind {
   suffixes: readonly string[];
   /** The CLI's refusal of a file over its bound: code and message for a file named `name`. */
   tooLarge: { bytes: number; refusal: (name: string) => string };
-  /** The CLI's refusal of a file it cannot read (gone or changed since it was chosen, no permission): code and message. */
-  unreadable: (name: string, reason: string) => string;
+  /**
+   * The CLI's refusal of a file it cannot read (gone or changed since it was chosen, no permission): code and message,
+   * the file's names (the files audit-ui was given for one it serves) quoted as the CLI quotes a path.
+   */
+  unreadable: (names: readonly string[], reason: string) => string;
 }
 
 export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
@@ -43,9 +48,9 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
     suffixes: ['.json'],
     tooLarge: {
       bytes: 16 * 1024 * 1024,
-      refusal: (n) => `TRUST_INVALID: trust file ${n} is over ${16 * 1024 * 1024} bytes`,
+      refusal: (n) => `TRUST_INVALID: trust file ${quoted(n)} is over ${16 * 1024 * 1024} bytes`,
     },
-    unreadable: (n, reason) => `TRUST_INVALID: cannot read trust file ${n}: ${reason}`,
+    unreadable: (n, reason) => `TRUST_INVALID: cannot read trust file ${n.map(quoted).join(', ')}: ${reason}`,
   },
   since: {
     input: 'since-input',
@@ -53,8 +58,8 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
     required: false,
     several: false,
     suffixes: ['.note'],
-    tooLarge: { bytes: 64 * 1024, refusal: (n) => `USAGE: --since ${n}: over 64 KiB` },
-    unreadable: (n, reason) => `USAGE: --since ${n}: ${reason}`,
+    tooLarge: { bytes: 64 * 1024, refusal: (n) => `USAGE: --since ${quoted(n)}: over 64 KiB` },
+    unreadable: (n, reason) => `USAGE: --since ${n.map(quoted).join(', ')}: ${reason}`,
   },
   witnesses: {
     input: 'witness-keys-input',
@@ -65,9 +70,9 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
     suffixes: ['.txt', '.vkeys'],
     tooLarge: {
       bytes: MAX_WITNESS_KEYS_BYTES,
-      refusal: (n) => `USAGE: --witness-keys ${n}: input is larger than ${MAX_WITNESS_KEYS_BYTES} bytes`,
+      refusal: (n) => `USAGE: --witness-keys ${quoted(n)}: input is larger than ${MAX_WITNESS_KEYS_BYTES} bytes`,
     },
-    unreadable: (n, reason) => `USAGE: --witness-keys ${n}: ${reason}`,
+    unreadable: (n, reason) => `USAGE: --witness-keys ${n.map(quoted).join(', ')}: ${reason}`,
   },
 };
 
@@ -82,5 +87,5 @@ export function roleOfDroppedFile(name: string): SideFileRole | undefined {
 /** What a dropped file that is no side file gets told. */
 export function unplacedFile(name: string): string {
   const kinds = SIDE_FILE_ROLES.map((r) => `${SIDE_FILES[r].noun} (${SIDE_FILES[r].suffixes.join(', ')})`);
-  return `${JSON.stringify(name)} is not a folder, nor a ${kinds.join(' or ')}: use the pickers to choose it`;
+  return `${quoted(name)} is not a folder, nor a ${kinds.join(' or ')}: use the pickers to choose it`;
 }

@@ -181,7 +181,7 @@ export async function readWitnessPolicy(
   try {
     policy = { keys: parseWitnessKeys(await keys.read()), quorum: k };
   } catch (err) {
-    throw auditUsage(`--witness-keys ${keys.name}: ${errorText(err)}`, { cause: err });
+    throw auditUsage(`--witness-keys ${quoted(keys.name)}: ${errorText(err)}`, { cause: err });
   }
   try {
     assertWitnessPolicy(policy);

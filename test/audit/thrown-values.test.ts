@@ -71,7 +71,7 @@ describe.each(THROWN)('a thrown value that is %s', (_, value, says) => {
   it('is USAGE from readWitnessPolicy when keys.read() rejects with it, naming it, bounded', async () => {
     const err = await refusal(readWitnessPolicy({ name: 'w.txt', read: () => Promise.reject(value()) }, '1'));
     expect(err.code).toBe('USAGE');
-    expect(err.message).toMatch(/^--witness-keys w\.txt: /);
+    expect(err.message).toMatch(/^--witness-keys "w\.txt": /);
     expect(err.message).toContain(says);
     expect(err.message.length).toBeLessThan(BOUND);
   });

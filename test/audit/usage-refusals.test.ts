@@ -32,7 +32,7 @@ describe('auditUsage', () => {
       () => undefined,
       (e: unknown) => e as Error,
     );
-    expect(read).toMatchObject({ name: 'AuditError', code: 'USAGE', message: '--witness-keys w.txt: unreadable' });
+    expect(read).toMatchObject({ name: 'AuditError', code: 'USAGE', message: '--witness-keys "w.txt": unreadable' });
     expect(read!.cause).toBe(cause);
   });
 });

@@ -118,6 +118,17 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       );
       expect(await page.isVisible('#error')).toBe(true);
       expect(await page.isEnabled('#verify')).toBe(false);
+
+      // A name with a backslash and a right-to-left override is quoted as the CLI quotes a value, once: the override
+      // escaped inside the quotes, the backslash escaped once (not doubled by a second escaping of the whole line).
+      const odd = join(base, 'a\\b\u202egpj.md');
+      writeFileSync(odd, 'not for the page');
+      await dropFiles(page, [odd]);
+      await expect
+        .poll(() => page.textContent('#error'), { timeout: 30_000 })
+        .toBe(
+          '"a\\\\b\\u202egpj.md" is not a folder, nor a trust file (.json) or earlier checkpoint (.note) or witness keys (.txt, .vkeys): use the pickers to choose it',
+        );
     } finally {
       await page.close();
     }

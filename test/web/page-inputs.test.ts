@@ -304,7 +304,7 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
       await page.setInputFiles('#since-input', huge);
       await expect
         .poll(() => page.textContent('#error'), { timeout: 10_000 })
-        .toBe('USAGE: --since huge.note: over 64 KiB');
+        .toBe('USAGE: --since "huge.note": over 64 KiB');
       // The refused file replaced nothing: the one chosen before is still the one that would be used.
       expect(await picked(page)).toContain('earlier checkpoint foreign.note');
     } finally {
@@ -326,7 +326,7 @@ describe('the trust file', { timeout: 180_000 }, () => {
       await page.setInputFiles('#trust-input', big);
       await expect
         .poll(() => page.textContent('#error'), { timeout: 30_000 })
-        .toBe('TRUST_INVALID: trust file big-trust.json is over 16777216 bytes');
+        .toBe('TRUST_INVALID: trust file "big-trust.json" is over 16777216 bytes');
       expect(await picked(page)).toContain('no trust file chosen');
     } finally {
       await page.close();
@@ -457,11 +457,13 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
 
       // Over the bound: refused before reading, as the CLI refuses it, and the keys chosen before stay.
       const over = await cliVerify(w.cosigned, f.trust, undefined, ['--witness-keys', huge, '--quorum', '1']);
-      expect(over.stderr).toBe(`handoff-ledger: USAGE: --witness-keys ${huge}: input is larger than 16777216 bytes\n`);
+      expect(over.stderr).toBe(
+        `handoff-ledger: USAGE: --witness-keys "${huge}": input is larger than 16777216 bytes\n`,
+      );
       await page.setInputFiles('#witness-keys-input', huge);
       await expect
         .poll(() => page.textContent('#error'), { timeout: 30_000 })
-        .toBe('USAGE: --witness-keys huge-witnesses.txt: input is larger than 16777216 bytes');
+        .toBe('USAGE: --witness-keys "huge-witnesses.txt": input is larger than 16777216 bytes');
       expect(await picked(page)).toContain('witness keys bad-witnesses.txt');
     } finally {
       await page.close();

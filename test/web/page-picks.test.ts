@@ -331,7 +331,7 @@ describe('what the page cannot read or run is said, with a code', { timeout: 180
       await call(page, 'releaseRead', 'gone.json');
       await expect
         .poll(() => page.textContent('#error'), UPDATE_WAIT)
-        .toMatch(/^TRUST_INVALID: cannot read trust file gone\.json: \S/);
+        .toMatch(/^TRUST_INVALID: cannot read trust file "gone\.json": \S/);
       expect(await page.isVisible('#error')).toBe(true);
       expect(await picked(page)).toContain('; trust file trust-copy.json;');
       expect(await page.isEnabled('#verify')).toBe(true);
@@ -351,7 +351,7 @@ describe('what the page cannot read or run is said, with a code', { timeout: 180
       await page.goto(server.url);
       await expect
         .poll(() => page.textContent('#error'), UPDATE_WAIT)
-        .toMatch(/^TRUST_INVALID: cannot read trust file trust\.json: \S/);
+        .toMatch(/^TRUST_INVALID: cannot read trust file "trust\.json": \S/);
       expect(await page.isVisible('#error')).toBe(true);
       expect(await picked(page)).toContain('no trust file chosen');
       expect(await page.isDisabled('#verify')).toBe(true);
@@ -371,7 +371,7 @@ describe('what the page cannot read or run is said, with a code', { timeout: 180
       await page.goto(server.url);
       await expect
         .poll(() => page.textContent('#error'), UPDATE_WAIT)
-        .toBe('TRUST_INVALID: cannot read trust file trust.json: HTTP 503');
+        .toBe('TRUST_INVALID: cannot read trust file "trust.json": HTTP 503');
       expect(await picked(page)).toContain('no trust file chosen');
       expect(await page.isDisabled('#verify')).toBe(true);
     } finally {
