@@ -40,6 +40,8 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     }
     const spec = Object.hasOwn(commands, topic) ? commands[topic] : undefined;
     if (!spec) {
+      // A usage error as the unknown command's below: with --json, as JSON on stdout too.
+      if (wantsJson(argv)) writeJson(io.stdout, { error: { code: 'USAGE', message: `no command ${quoted(topic)}` } });
       io.stderr.write(`handoff-ledger: USAGE: no command ${quoted(topic)}\n\n${usage()}`);
       return EXIT_USAGE;
     }
