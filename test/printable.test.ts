@@ -95,13 +95,31 @@ describe('printableRow', () => {
     expect(printableRow(['x\ty']).split('\t')).toHaveLength(1);
   });
 
-  it('prints a field escaped once already as it is, and escapes it whole when it holds a tab, a newline or a control', () => {
+  it('prints a field escaped once already as it is, and escapes only its tabs, newlines and controls, not its backslashes', () => {
     const message = `record ${quoted('k\u001b"\\\t')} is corrupt`;
     expect(printableRow(['CODE', escapedOnce(message)])).toBe(`CODE\t${message}\n`);
-    expect(printableRow([escapedOnce('a\tb\\x09'), escapedOnce('c\nd'), escapedOnce('e\u001b')])).toBe(
-      'a\\x09b\\\\x09\tc\\x0ad\te\\x1b\n',
+    expect(printableRow([escapedOnce('c\nd'), escapedOnce('e\u001b'), escapedOnce('f\u202eg')])).toBe(
+      'c\\x0ad\te\\x1b\tf\\u{202e}g\n',
     );
     expect(printableRow([escapedOnce('x\ty')]).split('\t')).toHaveLength(1);
+  });
+
+  it("keeps a finding message's quoted value as it was quoted beside a tab of the message (escaped, no column)", () => {
+    // A finding naming a stored value with `quoted` (its ESC as \u001b, its backslash as \\) whose words hold a tab.
+    const message = `head of ${quoted('s\u001b\\x')} names\tseq 3, a record of another session`;
+    expect(message).toBe('head of "s\\u001b\\\\x" names\tseq 3, a record of another session');
+    const row = printableRow(['SESSION_HEAD_MISMATCH', 's1', '3', escapedOnce(message)]);
+    // The quote as --json's message gives it, each backslash once; the tab as \x09, so the row has its four fields.
+    expect(row).toBe(
+      'SESSION_HEAD_MISMATCH\ts1\t3\thead of "s\\u001b\\\\x" names\\x09seq 3, a record of another session\n',
+    );
+    expect(row.slice(0, -1).split('\t')).toHaveLength(4);
+    // A quoted value holds no raw tab (JSON escapes it): only the message's own tab becomes \x09.
+    expect(printableRow([escapedOnce(`${quoted('a\tb')}\tc`)])).toBe('"a\\tb"\\x09c\n');
+    // Nothing a terminal acts on passes raw, whatever else the field holds.
+    const acting = actingCharacters();
+    const printed = printableRow([escapedOnce(`${quoted('q')}\t${acting.join('')}`)]).slice(0, -1);
+    expect([...printed].filter((c) => ACTS.test(c))).toEqual([]);
   });
 });
 

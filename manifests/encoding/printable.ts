@@ -63,22 +63,28 @@ export interface EscapedOnce {
 }
 
 /**
- * `text` as a field of `printableRow` that is printed as it is when it already is one terminal-safe field (no tab, no
- * newline, nothing `printable` would escape but the backslash), else escaped whole with its tabs as `\x09`, as any
- * field: a finding's message, whose quotes (`quoted`, `shownValue`) `printable` would double, cannot add columns either.
+ * `text` as a field of `printableRow` that is escaped once already: its backslashes are left as they are (the escapes of
+ * the values it quotes with `quoted` or `shownValue`, which `printable` would double: `"\\u001b"`), and only what
+ * would still break the row or act on a terminal is escaped, as `printable` escapes it: a tab (`\x09`: no column of
+ * its own), a line break, a control or format character left raw. As with `printableOnce`, an escape in it is
+ * unforgeable where the text quotes what came from outside and its own words hold no backslash: a quoted value holds
+ * no raw tab or control (JSON escapes them) and writes a backslash of its own doubled, so each `\xNN` outside its
+ * quotes is one this escaping wrote.
  */
 export const escapedOnce = (text: string): EscapedOnce => ({ escapedOnce: text });
+
+// What a field escaped once must still have escaped: everything `printable` escapes but the backslash, the tab
+// (a column) and the newline (a row) included.
+const UNSAFE_IN_FIELD = new RegExp(`[${TERMINAL_ACTING}\\p{Cs}]`, 'gu');
 
 /**
  * One row of tab-separated fields, ended by a newline: each field made printable with its tabs escaped too (`\x09`),
  * so a field of stored free text (who decided a grant, a key id, a finding's message) cannot add columns; a field
- * given as `escapedOnce(text)` is printed as it is when it is one terminal-safe field.
+ * given as `escapedOnce(text)` keeps its backslashes and has the rest escaped so.
  */
 export function printableRow(fields: Array<string | EscapedOnce>): string {
   const field = (f: string | EscapedOnce): string =>
-    typeof f !== 'string' && isTerminalSafe(f.escapedOnce) && !/[\t\n]/.test(f.escapedOnce)
-      ? f.escapedOnce
-      : printable(typeof f === 'string' ? f : f.escapedOnce).replace(/\t/g, '\\x09');
+    typeof f === 'string' ? printable(f).replace(/\t/g, '\\x09') : f.escapedOnce.replace(UNSAFE_IN_FIELD, escapeChar);
   return `${fields.map(field).join('\t')}\n`;
 }
 
