@@ -51,7 +51,7 @@ export interface WitnessingOptions {
   timeoutMs?: number | undefined;
   /**
    * First retry delay after a failed round (default 1000 ms, doubling up to 60 s, or up to itself when longer; 1 to
-   * 2^31 − 1).
+   * 2^31 − 1). Each wait is jittered: a random time from half of it to all of it (`retryDelay`).
    */
   retryMs?: number | undefined;
   /**
@@ -64,11 +64,24 @@ export interface WitnessingOptions {
 }
 
 /**
- * The wait before the retry after `failures` failed rounds in a row (0: the first): `retryMs` doubling up to 60 s, or
- * up to `retryMs` itself when that is longer (a retry asked for every 5 minutes is not made every minute).
+ * The longest wait before the retry after `failures` failed rounds in a row (0: the first): `retryMs` doubling up to
+ * 60 s, or up to `retryMs` itself when that is longer (a retry asked for every 5 minutes is not made every minute).
  */
-export function retryDelay(retryMs: number, failures: number): number {
+export function retryCeiling(retryMs: number, failures: number): number {
   return Math.min(Math.max(60_000, retryMs), retryMs * 2 ** Math.min(failures, 16));
+}
+
+/**
+ * The wait before the retry after `failures` failed rounds in a row: `retryCeiling`'s with equal jitter, a random time
+ * from half of it to all of it, rounded up to a whole millisecond. Ledgers whose witness went down together (one witness, many
+ * stores) retry spread over that span, not in lockstep at each doubling; none retries later than the schedule, nor
+ * sooner than half of it. `random` (default Math.random) answers in [0, 1), as Math.random does.
+ */
+export function retryDelay(retryMs: number, failures: number, random: () => number = Math.random): number {
+  const half = retryCeiling(retryMs, failures) / 2;
+  // A random source that answers outside [0, 1) (a test's, a bug) is held to it: the wait stays in its bounds.
+  const r = Math.min(Math.max(random(), 0), 1 - Number.EPSILON);
+  return Math.ceil(half + (Number.isNaN(r) ? 0 : r) * half);
 }
 
 /**

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkCosignatures, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { openLedger } from '../../src/ledger/open.js';
-import { retryDelay } from '../../src/ledger/witnessing.js';
+import { retryCeiling, retryDelay } from '../../src/ledger/witnessing.js';
 import { gc } from '../../src/ops/maintenance.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { main } from '../../src/cli/main.js';
@@ -339,9 +339,44 @@ describe('gc and witnesses', () => {
 
 describe('retry backoff', () => {
   it('doubles retryMs up to 60 s, or up to retryMs itself when that is longer', () => {
-    expect([0, 1, 5, 6, 7, 40].map((n) => retryDelay(1000, n))).toEqual([1000, 2000, 32_000, 60_000, 60_000, 60_000]);
+    expect([0, 1, 5, 6, 7, 40].map((n) => retryCeiling(1000, n))).toEqual([1000, 2000, 32_000, 60_000, 60_000, 60_000]);
     // A retry asked for every 5 minutes was made every minute (the 60 s cap came first).
-    expect([0, 1, 9].map((n) => retryDelay(300_000, n))).toEqual([300_000, 300_000, 300_000]);
-    expect(retryDelay(2 ** 31 - 1, 16)).toBe(2 ** 31 - 1);
+    expect([0, 1, 9].map((n) => retryCeiling(300_000, n))).toEqual([300_000, 300_000, 300_000]);
+    expect(retryCeiling(2 ** 31 - 1, 16)).toBe(2 ** 31 - 1);
+  });
+
+  it('waits a random time from half the schedule to all of it (equal jitter), so ledgers do not retry in lockstep', () => {
+    // The random source's ends: half the schedule (rounded up), and all of it.
+    const low = () => 0;
+    const high = () => 1 - Number.EPSILON;
+    expect([0, 1, 5, 6, 40].map((n) => retryDelay(1000, n, low))).toEqual([500, 1000, 16_000, 30_000, 30_000]);
+    expect([0, 1, 5, 6, 40].map((n) => retryDelay(1000, n, high))).toEqual([1000, 2000, 32_000, 60_000, 60_000]);
+    expect(retryDelay(1000, 0, () => 0.5)).toBe(750);
+    expect(retryDelay(1, 0, low)).toBe(1); // never 0: a retry at once would be no backoff
+    expect(retryDelay(300_000, 3, low)).toBe(150_000);
+    expect(retryDelay(2 ** 31 - 1, 16, high)).toBe(2 ** 31 - 1); // within the longest timer Node keeps
+    // Every draw of a seeded sweep stays within the bounds, and the draws spread over the span.
+    let seed = 1;
+    const lcg = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    for (const [retryMs, failures] of [
+      [1000, 0],
+      [1000, 3],
+      [1000, 30],
+      [7, 2],
+      [300_000, 1],
+    ] as const) {
+      const ceiling = retryCeiling(retryMs, failures);
+      const waits = Array.from({ length: 200 }, () => retryDelay(retryMs, failures, lcg));
+      for (const w of waits) {
+        expect(Number.isInteger(w)).toBe(true);
+        expect(w).toBeGreaterThanOrEqual(Math.ceil(ceiling / 2));
+        expect(w).toBeLessThanOrEqual(ceiling);
+      }
+      expect(new Set(waits).size).toBeGreaterThan(1);
+    }
+    // A random source that answers outside [0, 1) is held to it.
+    expect([-1, 1, 2, Number.NaN].map((r) => retryDelay(1000, 0, () => r))).toEqual([500, 1000, 1000, 500]);
+    // The default is Math.random: within the bounds too.
+    for (let i = 0; i < 100; i++) expect(retryDelay(1000, 6)).toBeGreaterThanOrEqual(30_000);
   });
 });
