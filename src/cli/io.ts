@@ -386,8 +386,10 @@ async function openOptionsFromArgs(
  * Judges, before anything is opened or made, all that the open of the store the options name would refuse and that
  * can be known without opening it (`checkOpenOptions`): the store's options and variables (`checkStoreArgs`), a
  * `native` or `wasm` HANDOFF_LEDGER_HASH that cannot load here, HANDOFF_LEDGER_TRUST's file (read now), the witnesses
- * HANDOFF_LEDGER_WITNESSES names (each a URL, a pinned key that parses), the origin (`--origin`, HANDOFF_LEDGER_ORIGIN:
- * its form, and the new-log rule for an embedded store that holds no log yet) and PostgreSQL's connection string.
+ * HANDOFF_LEDGER_WITNESSES names (each a URL, a pinned key that parses), the root (a file, a layout this version does
+ * not read, a directory inside another store), the origin (`--origin`, HANDOFF_LEDGER_ORIGIN: its form, and the
+ * new-log rule for an embedded store that holds no log yet) and PostgreSQL's connection string, by the open's own steps
+ * in its order.
  * `publish` calls it before it reads its summary. Returns `extra` with the trust read, for the open: the file is not
  * read twice.
  * @throws UsageError, LedgerError `INVALID_ID` / `INVALID_ARGUMENT`, ManifestError `TRUST_INVALID` / `KEY_INVALID`

@@ -48,7 +48,7 @@ import { parseHost } from './scope.js';
 import { checkIdentifierPolicy, checkTelemetryProviders, type TelemetryOptions } from '../telemetry/telemetry.js';
 import type { OpenLedgerOptions, ResolvedOpenOptions } from './options.js';
 import { printableOnce, quoted, shellWord } from '../../manifests/encoding/printable.js';
-import { readRootFormat, writeRootFormat } from './root-format.js';
+import { readRootFormat, writeRootFormat, type RootFormat } from './root-format.js';
 
 export type { OpenLedgerOptions } from './options.js';
 
@@ -362,53 +362,33 @@ function readOpenOptions(given: OpenLedgerOptions): {
 }
 
 /**
- * What `openLedger` would refuse `given` for that can be known without opening or making anything: every option's value
- * and shape (`readOpenOptions`), PostgreSQL options it cannot use (a connection string that is no postgresql:// URL),
- * and an origin that may name no new log (`isNewOrigin`) given for an embedded store that holds no log yet (a look at
- * the root, read-only, after the root's own refusals the open makes first: a root that is no directory, of a layout
- * this version does not read, or inside another store; a look that fails decides nothing: the open says what is
- * wrong). A PostgreSQL log's stored
- * origin is the open's to look up, on a connection. The CLI's `publish` calls it before it reads its summary, so that a
- * summary piped to an open refused anyway is not taken in vain.
+ * What `openLedger` would refuse `given` for that can be known without opening or making anything, judged as the open
+ * judges it, by the same steps in the same order (`refuseBeforeMaking`): every option's value and shape
+ * (`readOpenOptions`), the root's own refusals (a root that is no directory, of a layout this version does not read,
+ * or inside another store: each a look, read-only), a host key the open may not make, an origin that may name no new
+ * log (`isNewOrigin`) given for an embedded store that holds no log yet, a key file that is not there and PostgreSQL
+ * options it cannot use (a connection string that is no postgresql:// URL). Only the look that needs a connection is
+ * left to the open: a PostgreSQL log's stored origin. The CLI's `publish` calls it before it reads its summary, so
+ * that a summary piped to an open refused anyway is not taken in vain.
  * @throws as `openLedger` does for these
  */
 export async function checkOpenOptions(given: OpenLedgerOptions): Promise<void> {
-  const { options } = readOpenOptions(given);
-  if (options.postgres && !options.log && !options.blobs)
-    (await import('./pg-backend.js')).refuseUnusableOptions(options.postgres);
-  if (options.origin === undefined || isNewOrigin(options.origin) || options.log || options.postgres) return;
-  const root = options.root ?? defaultRoot();
-  // The refusals the open makes of the root before it judges the origin, first here too (each a look, read-only): a
-  // root that is a file, of a layout this version does not read, or inside another store is said as the open says it,
-  // not as a wrong origin.
-  await refuseNonDirectory(root, 'UNSAFE_ROOT');
-  await readRootFormat(root);
-  await refuseRootInsideStore(root);
-  if (await noEmbeddedLog(join(root, 'manifests-v1')).catch(() => false))
-    throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
+  const { options, host } = readOpenOptions(given);
+  await refuseBeforeMaking(options, host, options.root ?? defaultRoot(), { connect: false });
 }
 
-async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
-  const { options, host, verifier } = readOpenOptions(given);
-  const root = options.root ?? defaultRoot();
-  const clock = checkedClock(options.clock);
-  // One sink for every notice of this ledger: the hash backend's, the keyring's, the witnesses' and the Ledger's own.
-  // A notice names paths, key ids and error messages, whatever they hold: it reaches the sink (a terminal, by default)
-  // terminal-safe and on one line, escaped as everything printed is; one that already is passes as it is.
-  const sink: (message: string) => void = options.onNotice ?? ((m: string) => console.warn(m));
-  // A notice tells; it decides nothing. A sink that throws (the caller's onNotice) fails no operation: its error is
-  // dropped here, where it became a witness round's rejection that nothing awaits (after a publish had returned: an
-  // unhandled rejection, which ends a Node process), a checkpoint() refused, a close() that left the log open.
-  const notice = (m: string) => {
-    try {
-      sink(printableOnce(m));
-    } catch {
-      // the sink's failure is its own
-    }
-  };
-  // The open's signal: an open aborted already makes nothing; one aborted later ends at its next step or at the wait it
-  // is in (untilCancelled), closing what it opened (below).
-  const signal = options.signal;
+/**
+ * The refusals `openLedger` makes after reading its options and before it makes or opens anything, in its order; and
+ * `checkOpenOptions`'s, which are the same without the one look that needs a connection (`connect: false`: a PostgreSQL
+ * log's stored origin). Returns the root's format marker, as read.
+ * @throws as `openLedger` does for these
+ */
+async function refuseBeforeMaking(
+  options: ResolvedOpenOptions,
+  host: string,
+  root: string,
+  { signal, connect }: { signal?: AbortSignal; connect: boolean },
+): Promise<RootFormat> {
   throwIfCancelled(signal);
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
   // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
@@ -432,15 +412,19 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   // schema's versions before it reads anything else there, as the open below does: a schema a newer handoff-ledger
   // migrated is FORMAT_UNSUPPORTED, not judged by an origin read from tables this version may not know the layout of.
   if (options.origin !== undefined && !options.log && options.postgres) {
-    const { storedPostgresOrigin } = await import('./pg-backend.js');
-    // A connection of its own, closed by the look itself whenever it ends; the open's signal cancels its statement (a
-    // wait for a lock a migration holds, say) and ends the connection, one still being made (a server that does not
-    // answer) included: the open answers at the abort, and the look ends behind it.
-    const stored = await untilCancelled(storedPostgresOrigin(options.postgres, signal), signal);
-    if (stored === undefined && !isNewOrigin(options.origin))
-      throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
-    if (stored !== undefined && storedOriginDamage(stored) === undefined && stored !== options.origin)
-      throw originMismatch(stored, options.origin);
+    const { refuseUnusableOptions, storedPostgresOrigin } = await import('./pg-backend.js');
+    // The look's first step, which needs no connection (a check without one stops after it): options it cannot use.
+    refuseUnusableOptions(options.postgres);
+    if (connect) {
+      // A connection of its own, closed by the look itself whenever it ends; the open's signal cancels its statement
+      // (a wait for a lock a migration holds, say) and ends the connection, one still being made (a server that does
+      // not answer) included: the open answers at the abort, and the look ends behind it.
+      const stored = await untilCancelled(storedPostgresOrigin(options.postgres, signal), signal);
+      if (stored === undefined && !isNewOrigin(options.origin))
+        throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
+      if (stored !== undefined && storedOriginDamage(stored) === undefined && stored !== options.origin)
+        throw originMismatch(stored, options.origin);
+    }
   } else if (
     options.origin !== undefined &&
     !isNewOrigin(options.origin) &&
@@ -453,6 +437,31 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   // PostgreSQL options it cannot use (a connection string that is no postgresql:// URL, a bad schema name) likewise.
   if (options.postgres && !options.log && !options.blobs)
     (await import('./pg-backend.js')).refuseUnusableOptions(options.postgres);
+  return rootFormat;
+}
+
+async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
+  const { options, host, verifier } = readOpenOptions(given);
+  const root = options.root ?? defaultRoot();
+  const clock = checkedClock(options.clock);
+  // One sink for every notice of this ledger: the hash backend's, the keyring's, the witnesses' and the Ledger's own.
+  // A notice names paths, key ids and error messages, whatever they hold: it reaches the sink (a terminal, by default)
+  // terminal-safe and on one line, escaped as everything printed is; one that already is passes as it is.
+  const sink: (message: string) => void = options.onNotice ?? ((m: string) => console.warn(m));
+  // A notice tells; it decides nothing. A sink that throws (the caller's onNotice) fails no operation: its error is
+  // dropped here, where it became a witness round's rejection that nothing awaits (after a publish had returned: an
+  // unhandled rejection, which ends a Node process), a checkpoint() refused, a close() that left the log open.
+  const notice = (m: string) => {
+    try {
+      sink(printableOnce(m));
+    } catch {
+      // the sink's failure is its own
+    }
+  };
+  // The open's signal: an open aborted already makes nothing; one aborted later ends at its next step or at the wait it
+  // is in (untilCancelled), closing what it opened (below).
+  const signal = options.signal;
+  const rootFormat = await refuseBeforeMaking(options, host, root, { signal, connect: true });
   throwIfCancelled(signal);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
   const hashBackend = await loadHashBackend(options.hash ?? 'auto', notice);
