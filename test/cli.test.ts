@@ -645,7 +645,14 @@ describe('handoff-ledger CLI: options the README promises', () => {
         by: 'security-team',
         everySession: true,
       },
-      { principal: 'dave', session: '*', state: 'granted', at: expect.any(String), everySession: true },
+      {
+        principal: 'dave',
+        session: '*',
+        state: 'granted',
+        at: expect.any(String),
+        everySession: true,
+        revocationLifted: true,
+      },
     ]);
     expect(JSON.parse(cli(['grants', '--root', root, '--json']).stdout)).toContainEqual(
       expect.objectContaining({ principal: 'bob', session: '*', everySession: true }),
@@ -665,16 +672,17 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(lifted.stdout).toMatch(/^lifted the revocation of bob at \S+\n$/);
     expect(lifted.stderr).toContain('grant --all grants no session');
     expect(lifted.stderr).toContain('bob stays revoked on 1 session: other');
-    // The listing does not show the lifted revocation as a grant of every session (--json keeps the record's state).
+    // The listing does not show the lifted revocation as a grant of every session: --json keeps the record's state
+    // (the --json contract) and says it beside it, `revocationLifted: true`.
     const listed = as('grants', '--principal', 'bob').stdout.split('\n').filter(Boolean);
     expect(listed).toEqual([
       expect.stringMatching(/^bob\t\*\trevocation lifted\t[^\t]+$/),
       expect.stringMatching(/^bob\tother\trevoked\t[^\t]+$/),
     ]);
-    expect(JSON.parse(as('grants', '--principal', 'bob', '--json').stdout)[0]).toMatchObject({
-      session: '*',
-      state: 'granted',
-    });
+    expect(JSON.parse(as('grants', '--principal', 'bob', '--json').stdout)).toEqual([
+      expect.objectContaining({ session: '*', state: 'granted', everySession: true, revocationLifted: true }),
+      expect.not.objectContaining({ revocationLifted: expect.anything() }),
+    ]);
     // Bob still reads nothing of alice's: the help and output said so.
     const resumed = as('resume', '--principal', 'bob', '--session', 's');
     expect(resumed.code).toBe(1);
@@ -682,9 +690,18 @@ describe('handoff-ledger CLI: options the README promises', () => {
     // --json of grant --all and revoke --all marks the record of every session as grants --json lists it: a bare
     // `"session": "*", "state": "granted"` read as a grant of every session, which the note on stderr says it is not.
     const json = (...args: string[]) => JSON.parse(as(...args, '--json').stdout) as Record<string, unknown>;
-    expect(json('revoke', '--principal', 'erin', '--all')).toMatchObject({ session: '*', everySession: true });
-    expect(json('grant', '--principal', 'erin', '--all')).toMatchObject({ session: '*', everySession: true });
-    expect(json('grant', '--principal', 'erin', '--session', 's')).not.toHaveProperty('everySession');
+    const revokedAll = json('revoke', '--principal', 'erin', '--all');
+    expect(revokedAll).toMatchObject({ session: '*', everySession: true });
+    expect(revokedAll).not.toHaveProperty('revocationLifted');
+    expect(json('grant', '--principal', 'erin', '--all')).toMatchObject({
+      session: '*',
+      state: 'granted',
+      everySession: true,
+      revocationLifted: true,
+    });
+    const one = json('grant', '--principal', 'erin', '--session', 's');
+    expect(one).not.toHaveProperty('everySession');
+    expect(one).not.toHaveProperty('revocationLifted');
     const again = as('grant', '--principal', 'carol', '--all');
     expect(again.stdout).toMatch(/^no revocation on all sessions to lift for carol at /);
     expect(again.stderr).not.toContain('stays revoked');

@@ -7,6 +7,7 @@ import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { isInsideRoot } from '../ops/export.js';
 import { MAX_TRUST_FILE_BYTES } from '../../manifests/format/trust.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
+import type { GrantRecord } from '../../manifests/log/log.js';
 import { overlaps } from '../keys/keyring.js';
 import {
   withLedger,
@@ -61,7 +62,7 @@ function changeGrant(kind: 'grant' | 'revoke') {
         const wasRevoked = lifting && (await ledger.grants({ principal, session })).some((g) => g.state === 'revoked');
         const rec = await ledger[kind](principal, session, { by: values.by });
         // A record of every session says so, as grants --json lists it (a bare session "*" granted reads as a grant).
-        if (values.json) writeJson(io.stdout, session === '*' ? { ...rec, everySession: true } : rec);
+        if (values.json) writeJson(io.stdout, listedGrant(rec));
         else
           io.stdout.write(
             printableLines([
@@ -89,6 +90,17 @@ function changeGrant(kind: 'grant' | 'revoke') {
       return reportError(err, io, values.json);
     }
   };
+}
+
+/**
+ * A record as grant, revoke and grants print it with --json: one of every session (session `*`) marked
+ * `everySession: true`, and grant --all's, whose state is `granted` (the record's own), also `revocationLifted: true`:
+ * a revocation of every session lifted, no session granted, as the text form says ("revocation lifted"). Fields
+ * added beside the record's (the --json contract: its fields and values stay).
+ */
+function listedGrant(g: GrantRecord): GrantRecord & { everySession?: true; revocationLifted?: true } {
+  if (g.session !== '*') return g;
+  return { ...g, everySession: true, ...(g.state === 'granted' ? { revocationLifted: true as const } : {}) };
 }
 
 export const grant = changeGrant('grant');
@@ -123,11 +135,7 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
           ]),
         );
       // --json: a principal-wide record says so (`everySession`), with a session filter or without.
-      if (values.json)
-        writeJson(
-          io.stdout,
-          list.map((g) => (g.session === '*' ? { ...g, everySession: true } : g)),
-        );
+      if (values.json) writeJson(io.stdout, list.map(listedGrant));
       else
         for (const g of list) {
           // A `*` record granted is `grant --all`: a revocation of every session lifted, no session granted. Listed

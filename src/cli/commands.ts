@@ -229,7 +229,8 @@ export const commands: Record<string, CommandSpec> = {
     synopsis: `grants [--principal P] [--session S] ${STORE} [--json]`,
     options: [
       '(stdout: a line a record: principal, session, state, time, who decided if recorded; tab-separated;',
-      ' session * is all sessions: revoke --all "revoked", grant --all "revocation lifted"; --json: "everySession": true)',
+      ' session * is all sessions: revoke --all "revoked", grant --all "revocation lifted"; --json: "everySession": true,',
+      ' grant --all\'s also "revocationLifted": true beside its record\'s "state": "granted")',
       ...scope(
         "only this principal's records",
         "this session's records, and those of all sessions (session *),\n" +
