@@ -541,7 +541,9 @@ describe('usage errors with --json', () => {
     const r = await cli(['publish', ...scope, '--run', 'r9', '--json', join(base, 'no-such-summary.json')]);
     expect(r.code).toBe(2);
     expect(JSON.parse(r.stdout)).toEqual({ error: { code: 'IO_FAILED', message: expect.stringContaining('ENOENT') } });
-    expect(r.stderr).toMatch(/^handoff-ledger: IO_FAILED: ENOENT: /);
+    expect(r.stderr).toBe(
+      `handoff-ledger: IO_FAILED: cannot read summary file ${JSON.stringify(join(base, 'no-such-summary.json'))}: ENOENT (no such file or directory)\n`,
+    );
   });
 
   it('reads --json only before `--`, and prints nothing on stdout without it', async () => {

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -129,6 +129,68 @@ describe('file options read by path: a regular file only, a FIFO refused without
   );
 });
 
+/** The README's example of how a refusal names a file it cannot read (CLI, "Everything the CLI prints …"). */
+const README_FILE_REFUSAL = /`cannot read trust file "t\.json": ENOENT \(no such file or directory\)`/;
+
+describe('a file or directory the CLI is given that is not there: named quoted, the failure by its errno code', () => {
+  // As the README shows it for a trust file: every such refusal names its path once, as a JSON string (a control
+  // character in it as \u001b), and the failure as `ENOENT (no such file or directory)`; never the errno's own message,
+  // which repeats the path raw (`ENOENT: no such file or directory, open '…'`).
+  const gone = () => join(tempDir(), 'gone\u001b[2J');
+  const enoent = 'ENOENT (no such file or directory)';
+
+  it('is what the README says of a trust file', () => {
+    const readme = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8');
+    expect(readme).toMatch(README_FILE_REFUSAL);
+    const file = gone();
+    expect(cli(['verify', join(dir, 'first'), '--trust', file]).stderr).toBe(
+      `handoff-ledger: TRUST_INVALID: cannot read trust file ${JSON.stringify(file)}: ${enoent}\n`,
+    );
+  });
+
+  it.each(cases)('$name: the same words as for a FIFO, the errno code in place of "not a regular file"', (c) => {
+    const file = gone();
+    const r = cli(c.args(file));
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toBe(c.refused(JSON.stringify(file).slice(1, -1)).replace('not a regular file', enoent));
+  });
+
+  it('verify DIR: a bundle directory that is not there (BUNDLE_IO), one that is no directory, one that holds no bundle', () => {
+    const missing = gone();
+    const r = cli(['verify', missing, '--trust', trust]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`handoff-ledger: BUNDLE_IO: cannot read ${JSON.stringify(missing)}: ${enoent}\n`);
+    expect(cli(['verify', trust, '--trust', trust]).stderr).toBe(
+      `handoff-ledger: BUNDLE_INVALID: ${JSON.stringify(trust)} is not a directory\n`,
+    );
+    expect(cli(['verify', subdir, '--trust', trust]).stderr).toBe(
+      `handoff-ledger: BUNDLE_INVALID: ${JSON.stringify(subdir)} has no bundle.json; not a bundle\n`,
+    );
+  });
+
+  it('export --out: a target whose directory is not there (BUNDLE_IO), and one that exists (BUNDLE_EXISTS)', () => {
+    const out = join(gone(), 'bundle');
+    const r = cli(['export', '--root', root, '--out', out]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`handoff-ledger: BUNDLE_IO: export: creating ${JSON.stringify(out)} failed: ${enoent}\n`);
+    const taken = join(tempDir(), 'taken\u001b');
+    mkdirSync(taken);
+    expect(cli(['export', '--root', root, '--out', taken]).stderr).toBe(
+      `handoff-ledger: BUNDLE_EXISTS: ${JSON.stringify(taken)} already exists; export never overwrites\n`,
+    );
+  });
+
+  it('publish FILE: IO_FAILED, its errno code kept in --json', () => {
+    const file = gone();
+    const scope = ['--principal', 'alice', '--session', 's', '--run', 'r'];
+    const r = cli(['publish', '--root', join(tempDir(), 'store'), ...scope, '--json', file]);
+    expect(r.code).toBe(2);
+    const message = `cannot read summary file ${JSON.stringify(file)}: ${enoent}`;
+    expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: ${message}\n`);
+    expect(JSON.parse(r.stdout)).toEqual({ error: { code: 'IO_FAILED', message } });
+  });
+});
+
 /** A child of `node -e script args…`, and how it ended with what it printed. */
 function child(args: string[]) {
   const proc = spawn(process.execPath, args, { env: { ...process.env, HANDOFF_LEDGER_HOST: 'cli-host' } });
@@ -233,7 +295,9 @@ describe('publish FILE: a FIFO is read as standard input is, to its end, within 
     const root = join(tempDir(), 'store');
     const r = cli(['publish', '--root', root, ...publishScope, subdir]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: EISDIR: illegal operation on a directory, read '${subdir}'\n`);
+    expect(r.stderr).toBe(
+      `handoff-ledger: IO_FAILED: cannot read summary file "${subdir}": EISDIR (illegal operation on a directory)\n`,
+    );
     expect(existsSync(root)).toBe(false);
   });
 });

@@ -42,7 +42,9 @@ describe('the CLI on an unexpected error', () => {
   it('keeps input and I/O errors at 2: a missing file, an unknown option', async () => {
     const c = captureIo();
     expect(await runCli(['publish', '--principal', 'a', '--session', 's', '--run', 'r', tempDir()], c.io)).toBe(2);
-    expect(c.stderr()).toMatch(/^handoff-ledger: IO_FAILED: EISDIR: /);
+    expect(c.stderr()).toMatch(
+      /^handoff-ledger: IO_FAILED: cannot read summary file ".*": EISDIR \(illegal operation on a directory\)\n$/,
+    );
     expect(await runCli(['resume', '--bogus'], captureIo().io)).toBe(2);
   });
 

@@ -182,7 +182,7 @@ describe("docs/AUDIT.md's audit errors", () => {
     expect((await verify(full)).code).toBe(0);
     const refused = await verify(filtered, '--session', 's');
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toMatch(/BUNDLE_INVALID: .*heads\.jsonl is not a regular file/);
+    expect(refused.stderr).toMatch(/BUNDLE_INVALID: ".*heads\.jsonl" is not a regular file/);
     const said = rows.find((r) => r.startsWith('| `BUNDLE_INVALID`'))!.replace(/\s+/g, ' ');
     expect(said).toContain('`proofs.jsonl` and `heads.jsonl` only for a filtered bundle');
   });

@@ -181,6 +181,7 @@ export async function readWitnessPolicy(
   try {
     policy = { keys: parseWitnessKeys(await keys.read()), quorum: k };
   } catch (err) {
+    // The file named quoted, as `--since` and `--trust` name theirs (`--witness-keys "w.txt": …`).
     throw auditUsage(`--witness-keys ${quoted(keys.name)}: ${errorText(err)}`, { cause: err });
   }
   try {

@@ -23,7 +23,8 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printableLines, printableRow } from '../../manifests/encoding/printable.js';
+import { printableLines, printableRow, quoted } from '../../manifests/encoding/printable.js';
+import { errnoText } from '../../store/fs/errno-text.js';
 import { stopSignals } from './stop-signals.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {
@@ -109,9 +110,6 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
           `publish interrupted by ${stoppedBy} while reading the summary, before it began; nothing was published`,
           { cause: err },
         );
-      // A read of FILE that fails (a directory: EISDIR) names it, as a failed open does (IO_FAILED).
-      if (file !== undefined && isErrnoError(err) && err.path === undefined)
-        throw Object.assign(new Error(`${err.message} '${file}'`, { cause: err }), { code: err.code, path: file });
       if (!(err instanceof UsageError)) throw err;
       throw new LedgerError(
         'SUMMARY_TOO_LARGE',
@@ -197,23 +195,40 @@ async function readSummary(
   signal: AbortSignal,
 ): Promise<Buffer> {
   if (typeof input !== 'string') return readLimited(input, maxBytes, signal);
-  const fd = await new Promise<number>((resolve, reject) =>
-    openFd(input, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY, (err, fd) =>
-      err ? reject(err) : resolve(fd),
-    ),
-  );
-  let stream: NodeJS.ReadableStream;
   try {
-    stream = fstatSync(fd).isFIFO()
-      ? new Socket({ fd, readable: true, writable: false })
-      : isatty(fd)
-        ? new ReadStream(fd)
-        : createReadStream(input, { fd });
+    const fd = await new Promise<number>((resolve, reject) =>
+      openFd(input, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY, (err, fd) =>
+        err ? reject(err) : resolve(fd),
+      ),
+    );
+    let stream: NodeJS.ReadableStream;
+    try {
+      stream = fstatSync(fd).isFIFO()
+        ? new Socket({ fd, readable: true, writable: false })
+        : isatty(fd)
+          ? new ReadStream(fd)
+          : createReadStream(input, { fd });
+    } catch (err) {
+      closeSync(fd);
+      throw err;
+    }
+    return await readLimited(stream, maxBytes, signal);
   } catch (err) {
-    closeSync(fd);
-    throw err;
+    throw isErrnoError(err) ? summaryFileError(input, err) : err;
   }
-  return readLimited(stream, maxBytes, signal);
+}
+
+/**
+ * A summary file that cannot be opened or read (absent, a directory, no permission): still an I/O failure (`IO_FAILED`,
+ * its errno's code kept), named as every file the CLI is given is named: its path quoted and the failure by its code
+ * (`cannot read summary file "s.json": ENOENT (no such file or directory)`), not by the errno's own message, which
+ * repeats the path raw (or, for a read, names none).
+ */
+function summaryFileError(path: string, err: NodeJS.ErrnoException): Error {
+  return Object.assign(new Error(`cannot read summary file ${quoted(path)}: ${errnoText(err)}`, { cause: err }), {
+    code: err.code,
+    path,
+  });
 }
 
 export async function resume(argv: string[], io: CliIo): Promise<number> {

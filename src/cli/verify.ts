@@ -42,6 +42,8 @@ import {
   type WitnessPolicy,
 } from '../../manifests/audit/verify-witnesses.js';
 import { readSince } from './export.js';
+import { errnoText } from '../../store/fs/errno-text.js';
+import { isErrnoError } from '../../store/errors.js';
 import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
@@ -83,15 +85,22 @@ export async function readWitnessArgs(
   quorum: string | undefined,
 ): Promise<{ policy: WitnessPolicy; text: string } | undefined> {
   let text = '';
-  // A regular file (a FIFO, a device or a directory is `not a regular file`, never waited on or read), bounded.
-  const read = async () =>
-    (text = (
-      await readRegularFile(
+  // A regular file (a FIFO, a device or a directory is `not a regular file`, never waited on or read), bounded. A file
+  // that cannot be read is said by its errno code (`ENOENT (no such file or directory)`), as `--since` and `--trust`
+  // say it: the errno's own message repeats the path raw, after the quoted one.
+  const read = async () => {
+    let bytes: Buffer;
+    try {
+      bytes = await readRegularFile(
         file!,
         MAX_WITNESS_KEYS_BYTES,
         () => new UsageError(`input is larger than ${MAX_WITNESS_KEYS_BYTES} bytes`),
-      )
-    ).toString('utf8'));
+      );
+    } catch (err) {
+      throw isErrnoError(err) ? new UsageError(errnoText(err)) : err;
+    }
+    return (text = bytes.toString('utf8'));
+  };
   const policy = await readWitnessPolicy(file === undefined ? undefined : { name: file, read }, quorum);
   return policy && { policy, text };
 }

@@ -9,7 +9,9 @@ import { lstat, open, realpath, type FileHandle } from 'node:fs/promises';
 import { readUpTo } from '../../store/fs/bounded-read.js';
 import { join, resolve } from 'node:path';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
-import { errorText, readOptionFieldsAs, shownValue } from '../../store/errors.js';
+import { readOptionFieldsAs, shownValue } from '../../store/errors.js';
+import { errnoText } from '../../store/fs/errno-text.js';
+import { quoted } from '../../manifests/encoding/printable.js';
 import { DEFAULT_MAX_MANIFESTS_BYTES } from '../../manifests/audit/auditor-options.js';
 import {
   BUNDLE_TREE_FILES,
@@ -43,8 +45,13 @@ const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code
  */
 export const NOT_A_FILE: ReadonlySet<string> = new Set(['ELOOP', 'ENXIO', 'ENODEV']);
 
-function ioError(what: string, err: unknown): AuditError {
-  return new AuditError('BUNDLE_IO', `cannot read ${what}: ${errorText(err)}`, { cause: err });
+/**
+ * A file or directory of the bundle that cannot be read: its path quoted and the failure by its errno code (`cannot read
+ * "/b": ENOENT (no such file or directory)`), as every refusal of a file the CLI was given names it; never the errno's
+ * own message, which repeats the path raw.
+ */
+function ioError(path: string, err: unknown): AuditError {
+  return new AuditError('BUNDLE_IO', `cannot read ${quoted(path)}: ${errnoText(err)}`, { cause: err });
 }
 
 /**
@@ -62,7 +69,7 @@ async function openRegular(path: string, absentOk = false): Promise<FileHandle |
     if (absentOk && errno(err) === 'ENOENT') return undefined;
     // A symlinked tree file is BUNDLE_IO (audit-ui answers 403 for it, which the page reports as BUNDLE_IO too).
     if (errno(err) === 'ENXIO' || errno(err) === 'ENODEV')
-      throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`, { cause: err });
+      throw new AuditError('BUNDLE_INVALID', `${quoted(path)} is not a regular file`, { cause: err });
     // O_NOFOLLOW's ELOOP: the name is a link (the root is resolved, so no loop above it); ELOOP's own words ("too
     // many symbolic links") would send the auditor looking for a loop.
     if (errno(err) === 'ELOOP') throw new AuditError('BUNDLE_IO', symlinkedEntry(path), { cause: err });
@@ -77,7 +84,7 @@ async function openRegular(path: string, absentOk = false): Promise<FileHandle |
   }
   if (!regular) {
     await h.close();
-    throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
+    throw new AuditError('BUNDLE_INVALID', `${quoted(path)} is not a regular file`);
   }
   return h;
 }
@@ -87,10 +94,13 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
   if (!h) return undefined;
   try {
     const st = await h.stat();
-    if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${path} is ${st.size} bytes, over ${max}`);
+    if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${quoted(path)} is ${st.size} bytes, over ${max}`);
     const bytes = await readUpTo(h, max, st.size);
     if (bytes.length > max)
-      throw new AuditError('BUNDLE_INVALID', `${path} is over ${max} bytes when read (its size said ${st.size})`);
+      throw new AuditError(
+        'BUNDLE_INVALID',
+        `${quoted(path)} is over ${max} bytes when read (its size said ${st.size})`,
+      );
     return bytes.toString('utf8');
   } catch (err) {
     throw err instanceof AuditError ? err : ioError(path, err);
@@ -126,14 +136,14 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
   try {
     root = await realpath(root);
     const st = await lstat(root);
-    if (!st.isDirectory()) throw new AuditError('BUNDLE_INVALID', `${root} is not a directory`);
+    if (!st.isDirectory()) throw new AuditError('BUNDLE_INVALID', `${quoted(root)} is not a directory`);
   } catch (err) {
     if (err instanceof AuditError) throw err;
     throw ioError(root, err);
   }
   const headerText = await readSmallFile(join(root, BUNDLE_HEADER_FILE), MAX_HEADER_BYTES);
   if (headerText === undefined)
-    throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_HEADER_FILE}; not a bundle`);
+    throw new AuditError('BUNDLE_INVALID', `${quoted(root)} has no ${BUNDLE_HEADER_FILE}; not a bundle`);
   const header = parseBundleHeader(headerText);
   const manifestsPath = join(root, BUNDLE_MANIFESTS_FILE);
   let manifestsSize: number;
@@ -142,16 +152,17 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     // A link is said to be one (BUNDLE_IO), as when it is found at the read (`openRegular`) and for every other file
     // of the bundle: "not a regular file" would send the auditor to the file it points to.
     if (st.isSymbolicLink()) throw new AuditError('BUNDLE_IO', symlinkedEntry(manifestsPath));
-    if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${manifestsPath} is not a regular file`);
+    if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${quoted(manifestsPath)} is not a regular file`);
     if (st.size > maxBytes)
       throw new AuditError(
         'BUNDLE_INVALID',
-        `${manifestsPath} is ${st.size} bytes, over the bound of ${maxBytes} (raise it with --max-bundle-bytes)`,
+        `${quoted(manifestsPath)} is ${st.size} bytes, over the bound of ${maxBytes} (raise it with --max-bundle-bytes)`,
       );
     manifestsSize = st.size;
   } catch (err) {
     if (err instanceof AuditError) throw err;
-    if (errno(err) === 'ENOENT') throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_MANIFESTS_FILE}`);
+    if (errno(err) === 'ENOENT')
+      throw new AuditError('BUNDLE_INVALID', `${quoted(root)} has no ${BUNDLE_MANIFESTS_FILE}`);
     throw ioError(manifestsPath, err);
   }
   const carriesBlobs = await hasBlobDir(root);
@@ -177,7 +188,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
           if (read > maxBytes)
             throw new AuditError(
               'BUNDLE_INVALID',
-              `${manifestsPath} grew past the bound of ${maxBytes} bytes while read`,
+              `${quoted(manifestsPath)} grew past the bound of ${maxBytes} bytes while read`,
             );
           yield chunk as Buffer;
         }

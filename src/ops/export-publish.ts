@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import type { FsOps } from '../../store/fs/ops.js';
 import { BUNDLE_HEADER_FILE } from '../../manifests/audit/bundle.js';
 import { AuditError } from '../../manifests/audit/errors.js';
+import { quoted } from '../../manifests/encoding/printable.js';
 
 /** Every entry under `dir`, parents before children, relative to `dir`. */
 async function walk(fs: FsOps, dir: string, rel = ''): Promise<Array<{ rel: string; isDir: boolean }>> {
@@ -43,7 +44,9 @@ export async function publishBundle(
   stillOurClaim: () => Promise<boolean>,
 ): Promise<void> {
   const exists = (cause?: unknown) =>
-    new AuditError('BUNDLE_EXISTS', `${out} was replaced during the export; export never overwrites`, { cause });
+    new AuditError('BUNDLE_EXISTS', `${quoted(out)} was replaced during the export; export never overwrites`, {
+      cause,
+    });
   if (!(await stillOurClaim())) throw exists();
   const entries = await walk(fs, staging);
   const ordered = [

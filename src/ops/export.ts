@@ -23,7 +23,6 @@ import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import {
   checkBooleanOption,
-  errorText,
   isUint8Array,
   readOptionFields,
   StoreError,
@@ -31,8 +30,10 @@ import {
   typeName,
 } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
+import { errnoText } from '../../store/fs/errno-text.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
+import { quoted } from '../../manifests/encoding/printable.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { checkSignal, isHandoffLedgerError, LedgerError } from '../errors.js';
@@ -162,7 +163,9 @@ function checkCancelled(signal: AbortSignal | undefined): void {
 
 function ioError(step: string, err: unknown): AuditError {
   if (err instanceof AuditError) return err;
-  return new AuditError('BUNDLE_IO', `export: ${step} failed: ${errorText(err)}`, { cause: err });
+  // The failure by its errno code (`ENOENT (no such file or directory)`), not the errno's message, which repeats the
+  // path the step already names quoted, raw.
+  return new AuditError('BUNDLE_IO', `export: ${step} failed: ${errnoText(err)}`, { cause: err });
 }
 
 /** A stored envelope's payload, its bytes and as JSON, read without verification, or undefined when it is not one. */
@@ -512,14 +515,14 @@ async function exportTraced(source: ExportSource, given: ExportOptions, words: E
     await fs.mkdir(out, 0o700);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST')
-      throw new AuditError('BUNDLE_EXISTS', `${out} ${await existingKind(fs, out)}; export never overwrites`);
-    throw ioError(`creating ${out}`, err);
+      throw new AuditError('BUNDLE_EXISTS', `${quoted(out)} ${await existingKind(fs, out)}; export never overwrites`);
+    throw ioError(`creating ${quoted(out)}`, err);
   }
   const identity = () => claimIdentity(fs, out);
   const claim = await identity().catch(async (err: unknown) => {
     // Made by us a moment ago and not yet looked at: removed if still empty (rmdir removes nothing else).
     await rmdir(out).catch(() => {});
-    throw ioError(`checking ${out}`, err);
+    throw ioError(`checking ${quoted(out)}`, err);
   });
   // The claim held open while the export runs, so its inode cannot be reused by a directory made in its place: then
   // its device and inode name it, whatever the platform reports as its birth time (libuv gives the change time where
@@ -531,7 +534,7 @@ async function exportTraced(source: ExportSource, given: ExportOptions, words: E
   const stillOurClaim = async () =>
     (await current().catch((err: unknown) => {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw ioError(`checking ${out}`, err);
+      throw ioError(`checking ${quoted(out)}`, err);
     })) === (held?.identity ?? claim);
   try {
     return await claimedExport(source, options, fs, out, claim, stillOurClaim, words);
@@ -555,7 +558,7 @@ async function claimedExport(
   const record: ExportOwner = { host: hostname(), pid: process.pid, out, claim };
   await writeFile(owner, JSON.stringify(record), { mode: 0o600, flag: 'wx' }).catch(async (err: unknown) => {
     if (await stillOurClaim().catch(() => false)) await rmdir(out).catch(() => {});
-    throw ioError(`writing ${owner}`, err);
+    throw ioError(`writing ${quoted(owner)}`, err);
   });
   try {
     return await exportInto(source, options, fs, out, stillOurClaim, token, words);
@@ -654,7 +657,10 @@ async function holdClaim(
     // Nothing is in the claim yet, so its birth time (or change time) has not moved: it is still the claim looked at,
     // and the directory held is the one at `out`.
     if ((await claimIdentity(fs, out)) !== claim || !claim.startsWith(`${st.dev}:${st.ino}:`))
-      throw new AuditError('BUNDLE_EXISTS', `${out} was replaced as the export claimed it; export never overwrites`);
+      throw new AuditError(
+        'BUNDLE_EXISTS',
+        `${quoted(out)} was replaced as the export claimed it; export never overwrites`,
+      );
     return { handle, identity };
   } catch (err) {
     await handle.close().catch(() => {});
@@ -844,14 +850,14 @@ async function exportInto(
     checkCancelled(options.signal);
     // The bundle becomes one when its header is linked into our claim, last; nothing at the target is ever
     // replaced (./export-publish.ts says why not a rename).
-    step = `publishing the bundle into ${out}`;
+    step = `publishing the bundle into ${quoted(out)}`;
     await publishBundle(fs, staging, out, parent, stillOurClaim);
     await fs.rm(staging).catch(() => {});
     return { dir: out, header, unavailableBlobs };
   } catch (err) {
     await fs.rm(staging).catch(() => {});
     if ((err as { code?: string }).code === 'ENOTEMPTY' || (err as { code?: string }).code === 'EEXIST') {
-      throw new AuditError('BUNDLE_EXISTS', `${out} appeared during the export; export never overwrites`, {
+      throw new AuditError('BUNDLE_EXISTS', `${quoted(out)} appeared during the export; export never overwrites`, {
         cause: err,
       });
     }

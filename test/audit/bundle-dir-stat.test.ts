@@ -39,7 +39,7 @@ describe('openBundleDir under a stat that reports 0 bytes', () => {
       await expect(openBundleDir(dir)).rejects.toMatchObject({
         name: 'AuditError',
         code: 'BUNDLE_INVALID',
-        message: expect.stringContaining(`${header} is over 65536 bytes when read (its size said 0)`),
+        message: expect.stringContaining(`"${header}" is over 65536 bytes when read (its size said 0)`),
       });
     } finally {
       lying.delete(header);

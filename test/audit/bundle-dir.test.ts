@@ -160,7 +160,7 @@ describe('openBundleDir', () => {
       await expect(reader.treeFile!('checkpoint.note')).rejects.toMatchObject({
         name: 'AuditError',
         code: 'BUNDLE_INVALID',
-        message: /checkpoint\.note is not a regular file/,
+        message: /checkpoint\.note" is not a regular file/,
       });
     } finally {
       for (const s of servers) s.close();
@@ -208,7 +208,7 @@ describe('openBundleDir', () => {
     expect(await read(fifo)).toMatchObject({
       name: 'AuditError',
       code: 'BUNDLE_INVALID',
-      message: `${path} is not a regular file`,
+      message: `"${path}" is not a regular file`,
     });
     // A socket (open fails ENXIO): BUNDLE_INVALID too, not BUNDLE_IO.
     unlinkSync(path);
@@ -219,7 +219,7 @@ describe('openBundleDir', () => {
     try {
       expect(await read(socket)).toMatchObject({
         code: 'BUNDLE_INVALID',
-        message: `${path} is not a regular file`,
+        message: `"${path}" is not a regular file`,
       });
     } finally {
       server.close();

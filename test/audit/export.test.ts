@@ -419,7 +419,7 @@ describe('export and verify commands', () => {
     const c = captureIo();
     expect(await exportCli(['--root', root, '--host', 'host-a', '--out', file], c.io)).toBe(2);
     expect(c.stderr()).toBe(
-      `handoff-ledger: BUNDLE_EXISTS: ${file} is a regular file, not a new directory: export writes the bundle as a directory it makes there; export never overwrites\n`,
+      `handoff-ledger: BUNDLE_EXISTS: "${file}" is a regular file, not a new directory: export writes the bundle as a directory it makes there; export never overwrites\n`,
     );
     expect(readFileSync(file, 'utf8')).toBe('mine');
     // A symbolic link (even to nothing) is named as one; an existing directory as before.
@@ -427,11 +427,11 @@ describe('export and verify commands', () => {
     await symlink(join(dir, 'nowhere'), link);
     const l = captureIo();
     expect(await exportCli(['--root', root, '--host', 'host-a', '--out', link], l.io)).toBe(2);
-    expect(l.stderr()).toContain(`BUNDLE_EXISTS: ${link} is a symbolic link, not a new directory`);
+    expect(l.stderr()).toContain(`BUNDLE_EXISTS: "${link}" is a symbolic link, not a new directory`);
     expect(existsSync(join(dir, 'nowhere'))).toBe(false);
     const d = captureIo();
     expect(await exportCli(['--root', root, '--host', 'host-a', '--out', dir], d.io)).toBe(2);
-    expect(d.stderr()).toBe(`handoff-ledger: BUNDLE_EXISTS: ${dir} already exists; export never overwrites\n`);
+    expect(d.stderr()).toBe(`handoff-ledger: BUNDLE_EXISTS: "${dir}" already exists; export never overwrites\n`);
   });
 });
 

@@ -180,7 +180,7 @@ describe('audit-ui command', () => {
     expect(await auditUi([hostile], c.io)).toBe(2);
     expect(c.stderr()).toMatch(/^handoff-ledger: BUNDLE_INVALID: /);
     expect(c.stderr()).not.toMatch(/[\u001b\u202e]/);
-    expect(c.stderr()).toContain('evil\\x1b[2J\\u{202e}bundle');
+    expect(c.stderr()).toContain('evil\\u001b[2J\\u202ebundle');
   });
 
   it('refuses a bad port and extra arguments as usage errors', async () => {

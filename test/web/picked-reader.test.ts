@@ -67,14 +67,14 @@ describe('a picked or dropped folder with a directory where a tree file belongs,
     expect((await cli(full)).code).toBe(0);
     expect(await page(full)).toBe('OK');
 
-    expect((await cli(filtered, '--session', 's')).stderr).toMatch(/BUNDLE_INVALID: .*heads\.jsonl is not a regular/);
+    expect((await cli(filtered, '--session', 's')).stderr).toMatch(/BUNDLE_INVALID: ".*heads\.jsonl" is not a regular/);
     expect(await page(filtered, { session: 's' })).toBe(
       'BUNDLE_INVALID: heads.jsonl is a directory, not a regular file',
     );
 
     rmSync(join(full, 'checkpoint.note'));
     mkdirSync(join(full, 'checkpoint.note'));
-    expect((await cli(full)).stderr).toMatch(/BUNDLE_INVALID: .*checkpoint\.note is not a regular file/);
+    expect((await cli(full)).stderr).toMatch(/BUNDLE_INVALID: ".*checkpoint\.note" is not a regular file/);
     expect(await page(full)).toBe('BUNDLE_INVALID: checkpoint.note in "bundle" is a directory, not a regular file');
   });
 });
