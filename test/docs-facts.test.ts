@@ -6,7 +6,7 @@
  * environment variables, exit codes, spans, error classes), the list is read from the code and compared whole.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import ts from 'typescript';
@@ -1453,5 +1453,36 @@ describe("ARCHITECTURE.md's count of shard directory flushes", () => {
     expect(/at most ([\d,]+) flushes in a process's life/.exec(said)?.[1]).toBe(
       (perShard * 256).toLocaleString('en-US'),
     );
+  });
+});
+
+describe("the README's lost checkpoint key file", () => {
+  // Walking the key rotation runbook: it said a lost checkpoint key file "is made anew at the next open, by any
+  // command", and the daily `fsck` it schedules refused instead (a diagnosing open makes no key): KEY_INVALID.
+  const lost = readme.split('A lost checkpoint key file\n')[1]!.split('; the lost key')[0]!.replace(/\s+/g, ' ');
+  const cliNote = readme.split("Any open makes the host's *checkpoint* key")[1]!.split(')\n')[0]!.replace(/\s+/g, ' ');
+
+  it('is made anew by any command but fsck, which refuses KEY_INVALID naming the file and makes none', async () => {
+    expect(lost).toContain('by any command but `fsck`');
+    expect(lost).toContain('`KEY_INVALID` naming the missing file');
+    expect(cliNote).toContain("but `fsck`'s");
+    expect(cliNote).toContain('`KEY_INVALID` naming the missing file');
+    const root = join(tempDir(), 'store');
+    const at = ['--root', root, '--host', 'h1'];
+    expect(await main(['init', ...at], captureIo().io)).toBe(0);
+    const file = readdirSync(join(root, 'keys')).find((f) => f.startsWith('checkpoint-'))!;
+    rmSync(join(root, 'keys', file));
+    const fsck = captureIo();
+    expect(await main(['fsck', ...at], fsck.io)).toBe(1);
+    expect(fsck.stderr()).toMatch(
+      new RegExp(`^handoff-ledger: KEY_INVALID: this host's checkpoint key file ".*${file}" is missing: `),
+    );
+    expect(existsSync(join(root, 'keys', file))).toBe(false);
+    // The command the README names makes it anew, and fsck then runs.
+    const made = captureIo();
+    expect(await main(['checkpoint', ...at], made.io)).toBe(0);
+    expect(made.stderr()).toContain('checkpoint key file of host "h1" was missing');
+    expect(existsSync(join(root, 'keys', file))).toBe(true);
+    expect(await main(['fsck', ...at], captureIo().io)).toBe(0);
   });
 });
