@@ -262,6 +262,20 @@ describe('a revoked host key', () => {
     ]);
     // The checkpoint is signed again by the new checkpoint key, which the trust file vouches for.
     expect(openNote((await ledger.checkpoint()).note, checkpointVerifiers(ledger.trustStore())).sigs).toHaveLength(1);
+    // The lost key's window ended at that rotation: the next one revokes no checkpoint key. Left open, it overlapped
+    // every later checkpoint key, and each rotation revoked the one it rotated out, so a bundle exported in between
+    // (its checkpoint signed by that key) failed every auditor's verify with the new trust file (CHECKPOINT_UNTRUSTED).
+    const lostKey = () => ledger.trustStore().keys.find((k) => k.keyId === lost)!;
+    expect(lostKey()).toMatchObject({ revokedAt, notAfter: ledger.trustStore().checkpointKeys![1]!.notBefore });
+    const { note } = await ledger.checkpoint();
+    await ledger.rotateKey();
+    expect(checkpointKeys()).toEqual([
+      [true, revokedAt],
+      [false, undefined],
+      [false, undefined],
+    ]);
+    expect(openNote(note, checkpointVerifiers(ledger.trustStore())).sigs).toHaveLength(1);
+    expect((await fsck(ledger)).findings).toEqual([]);
     await ledger.close();
     // A host key revoked whose window ended before the current checkpoint key's began takes none with it.
     const other = await open(tempDir());

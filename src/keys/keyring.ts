@@ -992,8 +992,19 @@ export class Keyring {
     this.assertRotatable();
     const old = this.current;
     const jwk = generateJwk();
+    // The old key's window ends here, and so does that of a revoked key of this host still open (a lost host key
+    // `keys revoke` ended beside the key in use, which stays listed from its notBefore on): this rotation takes the
+    // checkpoint key that lay beside it (below), and a window left open would overlap every later checkpoint key,
+    // each rotation then revoking the one it rotates out (every checkpoint signed since refused by the auditors).
+    // Never before its revocation: what it signed until then keeps the window it had.
     const keys: TrustedKey[] = this.trust.keys.map((k) =>
-      k.host === this.options.host && k.keyId === old.keyId && k.notAfter === undefined ? { ...k, notAfter: at } : k,
+      k.host !== this.options.host || k.notAfter !== undefined
+        ? k
+        : k.keyId === old.keyId
+          ? { ...k, notAfter: at }
+          : k.revokedAt !== undefined
+            ? { ...k, notAfter: Date.parse(k.revokedAt) > Date.parse(at) ? k.revokedAt : at }
+            : k,
     );
     keys.push({ host: this.options.host, keyId: jwk.kid!, publicKey: jwk.x, notBefore: at });
     // The checkpoint key rotates with the host key.
