@@ -6,6 +6,7 @@
  * browsers have only the entries API, which works for them there.
  */
 import { bundleFromFiles, readOfBundle, type PickedBundle } from './sources.js';
+import { quoted } from '../manifests/encoding/printable.js';
 
 /** The files of a dropped folder, and the paths of its directories (so an empty blobs/ is seen, as the CLI sees it). */
 interface Found {
@@ -110,7 +111,7 @@ export function readDrop(items: DataTransferItemList): Promise<Dropped> {
         if (handle) await walkHandle(handle, '', name, found);
         else await walkEntry(entry as FileSystemDirectoryEntry, '', name, found);
       } catch (err) {
-        result.bundle = `cannot read the dropped folder ${JSON.stringify(name)} in this browser (${(err as Error)?.name ?? 'Error'}); choose it with the bundle folder picker instead`;
+        result.bundle = `cannot read the dropped folder ${quoted(name)} in this browser (${(err as Error)?.name ?? 'Error'}); choose it with the bundle folder picker instead`;
         continue;
       }
       result.bundle =

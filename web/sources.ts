@@ -13,7 +13,7 @@ import {
   type BundleTreeFile,
 } from '../manifests/audit/bundle.js';
 import type { BundleSource } from './protocol.js';
-import { counted } from '../manifests/encoding/printable.js';
+import { counted, quoted } from '../manifests/encoding/printable.js';
 
 export interface PickedBundle {
   name: string;
@@ -53,11 +53,11 @@ export function bundleFromFiles(
   for (const path of inside.keys()) if (path.includes('/')) holding.add(path.slice(0, path.indexOf('/')));
   const notFiles = BUNDLE_TREE_FILES.filter((file) => directories.includes(`${name}/${file}`) || holding.has(file));
   if (notFiles.includes(BUNDLE_CHECKPOINT_FILE))
-    return `BUNDLE_INVALID: ${BUNDLE_CHECKPOINT_FILE} in ${JSON.stringify(name)} is a directory, not a regular file`;
+    return `BUNDLE_INVALID: ${BUNDLE_CHECKPOINT_FILE} in ${quoted(name)} is a directory, not a regular file`;
   const manifests = inside.get(BUNDLE_MANIFESTS_FILE);
   // verify's code for it (src/ops/bundle-dir.ts: BUNDLE_INVALID), as for the refusals above and a missing bundle.json.
   if (!manifests)
-    return `BUNDLE_INVALID: the folder ${JSON.stringify(name)} has no ${BUNDLE_MANIFESTS_FILE}; it is not a bundle`;
+    return `BUNDLE_INVALID: the folder ${quoted(name)} has no ${BUNDLE_MANIFESTS_FILE}; it is not a bundle`;
   const header = inside.get(BUNDLE_HEADER_FILE);
   // As the CLI (src/ops/bundle-dir.ts): a blobs/ directory, even an empty one, says the bundle carries blobs.
   let blobs: Record<string, Blob> | undefined = directories.includes(`${name}/blobs`)

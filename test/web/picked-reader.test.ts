@@ -78,3 +78,18 @@ describe('a picked or dropped folder with a directory where a tree file belongs,
     expect(await page(full)).toBe('BUNDLE_INVALID: checkpoint.note in "bundle" is a directory, not a regular file');
   });
 });
+
+describe("the folder's name in the page's refusals", () => {
+  it('is quoted as the CLI quotes a path: a bidi override escaped inside the quotes, a backslash escaped once', () => {
+    const name = 'a\\b\u202egpj';
+    const file = new Blob(['{}']);
+    // No manifests.jsonl: no bundle, named so.
+    expect(bundleFromFiles([{ path: `${name}/bundle.json`, file }], [], name)).toBe(
+      'BUNDLE_INVALID: the folder "a\\\\b\\u202egpj" has no manifests.jsonl; it is not a bundle',
+    );
+    // checkpoint.note as a directory: refused when the folder is chosen, named so too.
+    expect(bundleFromFiles([{ path: `${name}/manifests.jsonl`, file }], [`${name}/checkpoint.note`], name)).toBe(
+      'BUNDLE_INVALID: checkpoint.note in "a\\\\b\\u202egpj" is a directory, not a regular file',
+    );
+  });
+});
