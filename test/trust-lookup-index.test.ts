@@ -10,7 +10,8 @@ import { decodeBase64Url } from '../manifests/encoding/base64.js';
 import { findTrustedKey, type KeyLookup } from '../manifests/format/trust-lookup.js';
 import type { TrustedKey, TrustStore } from '../manifests/format/trust.js';
 
-const quoted = (value: string): string => JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
+const quoted = (value: string): string =>
+  value.length > 100 ? `${JSON.stringify(value.slice(0, 100))}…` : JSON.stringify(value);
 
 /** The lookup before the index: a scan of `trust.keys` for every manifest. */
 function linearFindTrustedKey(trust: TrustStore, host: string, keyId: string, at: string): KeyLookup {

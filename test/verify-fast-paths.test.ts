@@ -223,11 +223,12 @@ describe('verifyManifestEnvelope (canonical payload check)', () => {
     expect(isManifestTimestamp('2026-02-28T23:59:59.999Z')).toBe(true);
   });
 
-  it('quotes the keyId and host it names in a key finding, cut when long', () => {
+  it('quotes the keyId and host it names in a key finding, cut when long with … after the quote', () => {
     const other = 'ed25519:' + 'f'.repeat(200);
     const err = refusal(unsigned({ keyId: other }));
     expect(err.code).toBe('KEY_UNTRUSTED');
-    expect(err.message).toBe(`key ${JSON.stringify(other.slice(0, 100) + '…')} of host "h1" is not trusted`);
+    // `…` after the closing quote, as shownValue marks every cut value: inside it, the cut id read as a whole one.
+    expect(err.message).toBe(`key ${JSON.stringify(other.slice(0, 100))}… of host "h1" is not trusted`);
     const early = refusal(unsigned({ createdAt: '1999-12-31T23:59:59.999Z' }));
     expect(early.code).toBe('KEY_EXPIRED');
     expect(early.message).toBe(`key ${JSON.stringify(keyId)} of host "h1" was not valid at "1999-12-31T23:59:59.999Z"`);

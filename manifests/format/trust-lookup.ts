@@ -5,18 +5,18 @@
 import { decodeBase64Url } from '../encoding/base64.js';
 import { ManifestError, type ManifestErrorCode } from '../errors.js';
 import type { TrustedKey, TrustStore } from './trust.js';
-import { escapeRawInJson } from '../../store/errors.js';
+import { shownValue } from '../../store/errors.js';
 
 export type KeyLookup =
   | { ok: true; key: TrustedKey; publicKey: Uint8Array }
   | { ok: false; code: Extract<ManifestErrorCode, 'KEY_UNTRUSTED' | 'KEY_EXPIRED' | 'KEY_REVOKED'>; message: string };
 
 /**
- * A value from a manifest or trust file in a message: quoted, and cut where it is long; a JSON string with nothing a
- * terminal acts on left raw, as `shownValue` quotes one (the auditor prints such a message as it is, escaped once).
+ * A value from a manifest or trust file in a message: `shownValue`'s quoting (a JSON string with nothing a terminal
+ * acts on left raw; the auditor prints such a message as it is, escaped once), cut at 100 characters with `…` after
+ * the closing quote, as every cut value is marked (a cut key id is not read as the whole id).
  */
-const quoted = (value: string): string =>
-  escapeRawInJson(JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value));
+const shown = (value: string): string => shownValue(value, 100);
 
 /**
  * A trust store built by hand, never parsed, may be anything: one that is no object is TRUST_INVALID, as
@@ -48,15 +48,15 @@ export function findTrustedKey(trust: TrustStore, host: string, keyId: string, a
   checkStoreObject(trust);
   checkStoreList(trust.keys, 'keys');
   const key = listedKey(trust, host, keyId);
-  const named = () => `key ${quoted(keyId)} of host ${quoted(host)}`;
+  const named = () => `key ${shown(keyId)} of host ${shown(host)}`;
   if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `${named()} is not trusted` };
   const t = Date.parse(at);
   // A bound that does not parse is no bound to pass: NaN compares false both ways, so it is refused, not skipped.
   if (key.revokedAt !== undefined && !(t < Date.parse(key.revokedAt))) {
-    return { ok: false, code: 'KEY_REVOKED', message: `${named()} was revoked at ${quoted(key.revokedAt)}` };
+    return { ok: false, code: 'KEY_REVOKED', message: `${named()} was revoked at ${shown(key.revokedAt)}` };
   }
   if (!(t >= Date.parse(key.notBefore)) || (key.notAfter !== undefined && !(t < Date.parse(key.notAfter)))) {
-    return { ok: false, code: 'KEY_EXPIRED', message: `${named()} was not valid at ${quoted(at)}` };
+    return { ok: false, code: 'KEY_EXPIRED', message: `${named()} was not valid at ${shown(at)}` };
   }
   const publicKey = publicKeyBytes(key);
   // A store built by hand, not parsed, may list a key that is none: no key this manifest can be trusted under.

@@ -20,7 +20,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { isErrnoError } from '../../store/errors.js';
+import { isErrnoError, shownValue } from '../../store/errors.js';
 import { printable, printableLines, quoted } from '../../manifests/encoding/printable.js';
 import { errnoText } from '../../store/fs/errno-text.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
@@ -139,10 +139,10 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
       maxBodyBytes,
       requestTimeoutMs,
       // Origins and reasons come from requests: data, escaped; an origin no log of ours has may be as long as a
-      // request's body (64 KiB a line for every request): its first 200 characters.
+      // request's body (64 KiB a line for every request): its first 200 characters (shownValue: `…` after the quote).
       onRequest: (e) =>
         io.stderr.write(
-          `witness: ${e.status}${e.origin !== undefined ? ` ${quoted(clipped(e.origin))}` : ''}${e.reason ? ` ${printable(e.reason)}` : ''}\n`,
+          `witness: ${e.status}${e.origin !== undefined ? ` ${shownValue(e.origin, 200)}` : ''}${e.reason ? ` ${printable(e.reason)}` : ''}\n`,
         ),
     });
     server = created;
@@ -207,6 +207,3 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     );
   throw new CommandLineError(`unknown witness subcommand ${quoted(sub)}; usage: handoff-ledger ${usage}`);
 }
-
-/** An origin as the request log shows it: its first 200 characters, `…` where it goes on. */
-const clipped = (origin: string): string => (origin.length > 200 ? `${origin.slice(0, 200)}…` : origin);

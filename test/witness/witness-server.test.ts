@@ -235,7 +235,7 @@ describe('witness serve, hostile requests: the protocol status, and no change of
       .stderr()
       .split('\n')
       .find((l) => l.startsWith('witness: 404 "example.com/ooo'));
-    expect(line).toBe(`witness: 404 "example.com/${'o'.repeat(188)}…" unknown log origin`);
+    expect(line).toBe(`witness: 404 "example.com/${'o'.repeat(188)}"… unknown log origin`);
     // Quoted as a refusal quotes a value, once: a quote, a backslash and a bidi override in it were escaped twice
     // (`\\"`, `\\\\`: JSON quoting, then the printer's escaping of each backslash of it).
     const odd = request.replace('example.com/not-followed\n', 'example.com/q"b\\s\u202e\n');
