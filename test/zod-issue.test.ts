@@ -27,14 +27,27 @@ describe('describeZodError', () => {
     expect(text.endsWith('…')).toBe(true);
   });
 
-  it('clips each long segment of the path, and keeps short ones and an empty key as they are', () => {
+  it('clips each long segment of the path (quoted, `…` after the quote), and keeps short names and indices as they are', () => {
     const long = 'p'.repeat(10_000);
     const parsed = z.record(z.string(), z.object({ '': z.number() })).safeParse({ [long]: { '': 'no' } });
     const text = describeZodError(parsed.error!);
-    expect(text.startsWith(`${'p'.repeat(MAX_SEGMENT_CHARS)}….: `)).toBe(true);
+    expect(text.startsWith(`"${'p'.repeat(MAX_SEGMENT_CHARS)}"…."": `)).toBe(true);
     expect(text.length).toBeLessThan(MAX_SEGMENT_CHARS + MAX_MESSAGE_CHARS + 10);
     const short = z.object({ a: z.array(z.number()) }).safeParse({ a: [1, 'two'] });
     expect(describeZodError(short.error!)).toBe('a.1: Invalid input: expected number, received string');
+  });
+
+  it('quotes a key that is no plain name, so it cannot pass for the path or the message (`: `, `.`, spaces, an index)', () => {
+    const schema = z.object({ logs: z.record(z.string(), z.object({ size: z.number() })) });
+    const at = (key: string) => describeZodError(schema.safeParse({ logs: { [key]: { size: 'no' } } }).error!);
+    // Put in as they were, `a: b` read as the path `logs.a` and a message beginning `b.size: …`, `x.y` as two
+    // segments, `0` as an array's index.
+    expect(at('a: b')).toBe('logs."a: b".size: Invalid input: expected number, received string');
+    expect(at('x.y')).toBe('logs."x.y".size: Invalid input: expected number, received string');
+    expect(at('two words')).toBe('logs."two words".size: Invalid input: expected number, received string');
+    expect(at('0')).toBe('logs."0".size: Invalid input: expected number, received string');
+    expect(at('q"\\')).toBe('logs."q\\"\\\\".size: Invalid input: expected number, received string');
+    expect(at('plain_name-2')).toBe('logs.plain_name-2.size: Invalid input: expected number, received string');
   });
 
   it('names a missing field as missing, not as a value of type undefined, and keeps the other type mismatches', () => {
@@ -64,9 +77,11 @@ describe('describeZodError', () => {
     const inPath = z.record(z.string(), z.number()).safeParse({ [`p${acting}\n`]: 'no' });
     const pathText = describeZodError(inPath.error!, { escaped: true });
     expect(pathText).not.toMatch(raw);
-    expect(pathText.startsWith('p\\u001b[2J\\u009b2J\\u007f\\u202e\\u000a: ')).toBe(true);
-    // Without it, as zod gives it: the auditor's findings, which the CLI and the page escape once as they print them.
+    expect(pathText.startsWith('"p\\u001b[2J\\u009b2J\\u007f\\u202e\\n": ')).toBe(true);
+    // Without it, the message as zod gives it: the auditor's findings, which the CLI and the page escape once as they
+    // print them. A path segment is quoted (escaped) either way.
     expect(describeZodError(unknown.error!)).toBe(`(root): Unrecognized key: "k${acting}"`);
+    expect(describeZodError(inPath.error!)).toBe(pathText);
   });
 
   it('a trust file with many huge unknown keys is TRUST_INVALID with a message of bounded size', () => {

@@ -20,6 +20,27 @@ const clip = (text: string, max: number, escaped: boolean): string => {
   return escaped ? clipped.replace(ACTING, escapedChar) : clipped;
 };
 
+/** A key that a path names as it is: a plain name (`keys`, `notAfter`, `max-bytes`), not one that looks like an index. */
+const PLAIN_KEY = /^[A-Za-z_$][A-Za-z0-9_$-]*$/;
+
+/**
+ * One segment of an issue's path as a report names it: an array index and a plain name of at most MAX_SEGMENT_CHARS
+ * as they are (`keys.0.notAfter`), any other key quoted as `shownValue` quotes a value, cut at MAX_SEGMENT_CHARS with
+ * `…` after the quote (`logs."a: b".size`, `"\u001b[2J"`, `""`), with `escaped` or without: a key of a record from a
+ * hostile file holding `: `, `.`, spaces or controls cannot pass for the path's or the message's structure, nor a key
+ * `"0"` for an index.
+ */
+function pathSegment(segment: PropertyKey): string {
+  if (
+    typeof segment === 'number' ||
+    (typeof segment === 'string' && segment.length <= MAX_SEGMENT_CHARS && PLAIN_KEY.test(segment))
+  )
+    return String(segment);
+  return typeof segment === 'string'
+    ? shownValue(segment, MAX_SEGMENT_CHARS)
+    : clip(String(segment), MAX_SEGMENT_CHARS, true);
+}
+
 /** A schema node as zod 4 defines it: enough of `_zod.def` to walk to the object an issue's path is in. */
 interface SchemaNode {
   _zod: {
@@ -62,7 +83,8 @@ function fieldsAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] | u
 }
 
 /**
- * The first issue as `path: message`, each path segment and the message clipped (`…`): zod quotes an unknown key
+ * The first issue as `path: message`, each path segment (a key that is no plain name quoted: `pathSegment`) and the
+ * message clipped (`…`): zod quotes an unknown key
  * whole, and a bundle's or trust file's keys are the auditor's input, so a finding would otherwise repeat a key of any
  * size (an 80 MB report from 2,000 findings of 40 KiB keys).
  *
@@ -83,7 +105,7 @@ export function describeZodError(
 ): string {
   const issue = error.issues[0];
   if (!issue) return '(root): invalid';
-  const path = issue.path.map((segment) => clip(String(segment), MAX_SEGMENT_CHARS, escaped)).join('.');
+  const path = issue.path.map(pathSegment).join('.');
   const where = issue.path.length > 0 ? path : '(root)';
   if (escaped && schema !== undefined && issue.code === 'unrecognized_keys' && issue.keys.length > 0) {
     const fields = fieldsAt(schema, issue.path);
