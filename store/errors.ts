@@ -252,6 +252,16 @@ export function escapedText(text: string): string {
   return text.replace(ACTING_TEXT, jsonEscape);
 }
 
+/**
+ * `text` as a message quotes a value: a JSON string with nothing a terminal acts on left raw (DEL, C1 controls, bidi
+ * and invisible format characters as `\uXXXX`, as `shownValue` quotes a value, uncut). One terminal-safe line, which
+ * the CLI's `printableOnce` prints as it is: `printable` of it would double its backslashes (`"\\u001b"`). Here, at
+ * the lowest layer, so a refusal of every layer names a path so (manifests/encoding/printable.ts re-exports it).
+ */
+export function quoted(text: string): string {
+  return escapeRawInJson(JSON.stringify(text));
+}
+
 /** A value's type as a refusal names it: its `typeof`, and `null` as `null` (not `object`). */
 export const typeName = (value: unknown): string => (value === null ? 'null' : typeof value);
 

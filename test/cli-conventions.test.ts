@@ -606,7 +606,7 @@ describe('a file the CLI was told to write that cannot be written', () => {
         const { error } = JSON.parse(r.stdout) as { error: { code: string; message: string } };
         expect(error.code).toBe('IO_FAILED');
         expect(
-          error.message.startsWith(`${errno}: `) && error.message.endsWith(`, write '${out}'`),
+          error.message.startsWith(`${errno} (`) && error.message.endsWith(`), write "${out}"`),
           error.message,
         ).toBe(true);
         expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: ${error.message}\n`);
@@ -614,7 +614,7 @@ describe('a file the CLI was told to write that cannot be written', () => {
     // Here the staging file was written beside --out before the rename over a directory failed (EISDIR): removed.
     const r = await cli(['keys', 'export', ...store, '--out', taken]);
     expect(r).toMatchObject({ code: 2, stdout: '' });
-    expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: EISDIR: illegal operation on a directory, write '${taken}'\n`);
+    expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: EISDIR (illegal operation on a directory), write "${taken}"\n`);
     expect(readdirSync(dir).sort()).toEqual(['a-dir', 'a-file']);
     expect(readdirSync(taken)).toEqual([]);
   });

@@ -341,4 +341,88 @@ describe('a refusal quotes the paths and key ids it names, once', () => {
       message: `--since "${base}/n\\u001b\\u202e": ENOENT (no such file or directory)`,
     });
   });
+
+  // Each name twice: with the six characters `\u001b` (quoted: `\\u001b`) and with a real ESC and U+202E (quoted as
+  // `\u001b\u202e`), each named by `base` + `/` + the name.
+  const names = [
+    { raw: 'n\\u001b', shown: 'n\\\\u001b' },
+    { raw: 'n\u001b\u202e', shown: 'n\\u001b\\u202e' },
+  ];
+
+  it('IO_FAILED (publish FILE a directory, keys export --out in a missing directory): the errno by its code, the path quoted', async () => {
+    for (const [i, { raw, shown }] of names.entries()) {
+      const dir = join(base, `io${i}${raw}`);
+      mkdirSync(dir);
+      const read = await refused(['publish', ...store, '--principal', 'alice', '--session', 's1', '--run', 'r9', dir]);
+      expect(read).toEqual({
+        code: 2,
+        error: {
+          code: 'IO_FAILED',
+          message: `EISDIR (illegal operation on a directory), read "${base}/io${i}${shown}"`,
+        },
+      });
+      const out = join(base, `gone${i}${raw}`, 'trust.json');
+      const written = await refused(['keys', 'export', ...store, '--out', out]);
+      expect(written.error).toEqual({
+        code: 'IO_FAILED',
+        message: `ENOENT (no such file or directory), write "${base}/gone${i}${shown}/trust.json"`,
+      });
+    }
+  });
+
+  it('verify: a bundle directory that is none, or is not there: the directory quoted', async () => {
+    for (const [i, { raw, shown }] of names.entries()) {
+      const dir = join(base, `nb${i}${raw}`);
+      mkdirSync(dir);
+      const none = await refused(['verify', dir, '--trust', join(base, 'trust.json')]);
+      expect(none).toEqual({
+        code: 2,
+        error: { code: 'BUNDLE_INVALID', message: `"${base}/nb${i}${shown}" has no bundle.json; not a bundle` },
+      });
+      const missing = await refused(['verify', join(base, `nt${i}${raw}`), '--trust', join(base, 'trust.json')]);
+      expect(missing.error).toEqual({
+        code: 'BUNDLE_IO',
+        message: `cannot read "${base}/nt${i}${shown}": ENOENT (no such file or directory)`,
+      });
+    }
+  });
+
+  it('export / keys export --out: a file already there, or a path inside the store root, quoted', async () => {
+    for (const [i, { raw, shown }] of names.entries()) {
+      const file = join(base, `taken${i}${raw}`);
+      writeFileSync(file, 'notes');
+      const taken = await refused(['export', ...store, '--out', file]);
+      expect(taken.error).toEqual({
+        code: 'BUNDLE_EXISTS',
+        message: `"${base}/taken${i}${shown}" is a regular file, not a new directory: export writes the bundle as a directory it makes there; export never overwrites`,
+      });
+      const inside = await refused(['export', ...store, '--out', join(root, `x${raw}`)]);
+      expect(inside.error).toEqual({
+        code: 'USAGE',
+        message: `--out "${root}/x${shown}" is inside the store root "${root}", whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
+      });
+      const keys = await refused(['keys', 'export', ...store, '--out', join(root, `x${raw}`)]);
+      expect(keys.error).toEqual({
+        code: 'USAGE',
+        message: `--out "${root}/x${shown}" is inside the store root "${root}", whose files the store writes itself: keys export --out writes the copy you hand out, elsewhere`,
+      });
+    }
+  });
+
+  it('init --root under a file, witness keygen --out a file already there: the path quoted', async () => {
+    for (const [i, { raw, shown }] of names.entries()) {
+      const file = join(base, `file${i}${raw}`);
+      writeFileSync(file, 'notes');
+      const init = await refused(['init', '--root', join(file, 'store'), '--host', 'host-a']);
+      expect(init.error).toEqual({
+        code: 'UNSAFE_ROOT',
+        message: `"${base}/file${i}${shown}/store" is not a directory (a part of its path is a file)`,
+      });
+      const keygen = await refused(['witness', 'keygen', '--name', 'witness.example/w1', '--out', file]);
+      expect(keygen.error).toEqual({
+        code: 'USAGE',
+        message: `"${base}/file${i}${shown}" exists: a witness key is never replaced`,
+      });
+    }
+  });
 });

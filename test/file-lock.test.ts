@@ -358,7 +358,7 @@ describe('breaking a stale lock, step by step', () => {
     utimesSync(`${lockPath}.break`, oldTime(), oldTime());
     await expect(takeFileLock(path, 'the witness state directory', { waitMs: 200 })).rejects.toMatchObject({
       code: 'LOCKED',
-      message: expect.stringContaining('witness.lock.break is taken'),
+      message: expect.stringContaining('witness.lock.break" is taken'),
     });
   });
 

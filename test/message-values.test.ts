@@ -428,7 +428,7 @@ describe('a stored record quoted in a refusal', () => {
     writeFileSync(join(dir, 'witness.json'), JSON.stringify({ version: 1, vkey: `w+00000000+${ACTING}` }));
     const err = (await WitnessState.open(dir, 'w+11111111+AAAA').catch((e: unknown) => e)) as Error;
     expect(err).toMatchObject({ name: 'LedgerError', code: 'WITNESS_KEY_MISMATCH' });
-    expect(err.message).toContain('the witness key w+00000000+\\u009b2J\\u007f\\u202e, not of w+11111111+AAAA');
+    expect(err.message).toContain('the witness key "w+00000000+\\u009b2J\\u007f\\u202e", not of w+11111111+AAAA');
     expect(err.message).not.toMatch(raw);
   });
 

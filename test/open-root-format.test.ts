@@ -203,7 +203,7 @@ describe('a root this version does not read is refused before anything under it 
     }
     const r = cli(['fsck', '--root', root]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^handoff-ledger: RECORD_CORRUPT: .*format\.json is no format marker/);
+    expect(r.stderr).toMatch(/^handoff-ledger: RECORD_CORRUPT: ".*format\.json" is no format marker/);
     expect(treeSnapshot(root)).toEqual(before);
   });
 });

@@ -39,13 +39,10 @@ export function printableOnce(text: string): string {
 }
 
 /**
- * `text` as a message quotes a value: a JSON string with nothing a terminal acts on left raw (DEL, C1 controls, bidi
- * and invisible format characters as `\uXXXX`, as `shownValue` quotes a value, uncut). One terminal-safe line, which
- * `printableOnce` prints as it is: `printable` of it would double its backslashes (`"\\u001b"`).
+ * `text` as a message quotes a value: a JSON string with nothing a terminal acts on left raw (store/errors.ts, so that
+ * every layer quotes so). One terminal-safe line, which `printableOnce` prints as it is.
  */
-export function quoted(text: string): string {
-  return escapeRawInJson(JSON.stringify(text));
-}
+export { quoted } from '../../store/errors.js';
 
 /** Several lines, each made printable, each ended by a newline. */
 export function printableLines(lines: string[]): string {

@@ -175,11 +175,11 @@ async function refuseOutThatIsNoFile(out: string, sub: string): Promise<void> {
   });
   if (st !== undefined && st.isFile() && st.size > 0 && !(await holdsTrustFile(out)))
     throw new UsageError(
-      `--out ${out} exists and is not a trust file (a key file, a store's own file or another document would be lost): keys ${sub} --out replaces only an earlier trust file; choose another name, or remove it first`,
+      `--out ${quoted(out)} exists and is not a trust file (a key file, a store's own file or another document would be lost): keys ${sub} --out replaces only an earlier trust file; choose another name, or remove it first`,
     );
   if (st === undefined || st.isFile() || st.isDirectory()) return;
   throw new UsageError(
-    `--out ${out} is not a regular file (${kindOf(st)}): keys ${sub} --out writes a new file in its place; without --out it prints to stdout`,
+    `--out ${quoted(out)} is not a regular file (${kindOf(st)}): keys ${sub} --out writes a new file in its place; without --out it prints to stdout`,
   );
 }
 
@@ -263,7 +263,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             // The store's own files (trust.json itself, written only under the trust lock; keys/) are never the copy.
             if (await isInsideRoot(ledger.root, values.out))
               throw new UsageError(
-                `--out ${values.out} is inside the store root ${ledger.root}, whose files the store writes itself: keys ${sub} --out writes the copy you hand out, elsewhere`,
+                `--out ${quoted(values.out)} is inside the store root ${quoted(ledger.root)}, whose files the store writes itself: keys ${sub} --out writes the copy you hand out, elsewhere`,
               );
             await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
             if (values.json)

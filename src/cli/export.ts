@@ -85,7 +85,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       // tmp/ whole): the evidence would not be safe there.
       if (await isInsideRoot(ledger.root, values.out))
         throw new UsageError(
-          `--out ${values.out} is inside the store root ${ledger.root}, whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
+          `--out ${quoted(values.out)} is inside the store root ${quoted(ledger.root)}, whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
         );
       const result = await exportBundleAs(
         ledger,

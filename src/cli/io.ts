@@ -8,6 +8,7 @@ import { invalidIdMessage, isValidId } from '../../manifests/format/id-pattern.j
 import { isHandoffLedgerError, LedgerError } from '../errors.js';
 import { errorText, isErrnoError, nearestName } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
+import { errnoMessage } from '../../store/fs/errno-text.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
@@ -505,14 +506,15 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
       : isHandoffLedgerError(err)
         ? err
         : isErrnoError(err)
-          ? { code: 'IO_FAILED' satisfies CliErrorCode, message: err.message }
+          ? { code: 'IO_FAILED' satisfies CliErrorCode, message: errnoMessage(err) }
           : undefined;
   if (!known) return reportInternalError(err, io);
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
   // A refusal quotes the values it names escaped already (`shownValue`, `invalidIdMessage`, `quoted`: `"a\u001b"`): a
   // message that is terminal-safe is printed as it is, the same words --json gives; escaped again, every backslash of
-  // those quotes would print doubled (`"a\\u001b"`). One that is not (an errno message naming a path as it is, a
-  // user's argument) is escaped whole.
+  // those quotes would print doubled (`"a\\u001b"`). One that is not (a user's argument put in as it is) is escaped
+  // whole. An I/O error is named by its code and the paths it names quoted (`errnoMessage`), not by its message, which
+  // embeds them raw.
   io.stderr.write(`handoff-ledger: ${known.code}: ${printableOnce(known.message)}\n`);
   if (err instanceof CommandLineError && io.command !== undefined)
     io.stderr.write(`Try 'handoff-ledger help ${printable(io.command)}' for its options.\n`);

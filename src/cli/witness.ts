@@ -71,7 +71,11 @@ async function keygen(argv: string[], io: CliIo): Promise<number> {
     return EXIT_OK;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST')
-      return reportError(new UsageError(`${values.out} exists: a witness key is never replaced`), io, values.json);
+      return reportError(
+        new UsageError(`${quoted(values.out!)} exists: a witness key is never replaced`),
+        io,
+        values.json,
+      );
     return reportError(err, io, values.json);
   }
 }

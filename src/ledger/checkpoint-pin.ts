@@ -32,7 +32,8 @@ import { nodeFsOps } from '../../store/fs/ops.js';
 import { dirname } from 'node:path';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import { LedgerError } from '../errors.js';
-import { StoreError, storageFailure } from '../../store/errors.js';
+import { quoted, StoreError } from '../../store/errors.js';
+import { fileFailure } from '../../store/fs/errno-text.js';
 import { withFileLock } from './file-lock.js';
 
 const MAGIC = new TextEncoder().encode('hl-pin1\n');
@@ -49,7 +50,7 @@ function refuseNewerFormat(head: Uint8Array, path: string): void {
   if (version === undefined || Number(version) <= 1) return;
   throw new LedgerError(
     'RECORD_CORRUPT',
-    `${path} is a pinned-checkpoint file of format version ${version}, written by a newer version of handoff-ledger than this one (which reads version 1): open the store with that version; do not move the file aside (it holds the store's rollback protection)`,
+    `${quoted(path)} is a pinned-checkpoint file of format version ${version}, written by a newer version of handoff-ledger than this one (which reads version 1): open the store with that version; do not move the file aside (it holds the store's rollback protection)`,
   );
 }
 const HEADER = MAGIC.length + 8 + 4;
@@ -128,7 +129,7 @@ export function decodePinFile(bytes: Uint8Array, path: string): { newest: PinSlo
   if (!Number.isInteger(slotSize) || !isPowerOfTwo(slotSize) || slotSize < MIN_SLOT || slotSize > MAX_SLOT)
     throw new LedgerError(
       'RECORD_CORRUPT',
-      `${path} is not a pinned-checkpoint file (${bytes.length} bytes, not two slots of 4–64 KiB); it was damaged or replaced`,
+      `${quoted(path)} is not a pinned-checkpoint file (${bytes.length} bytes, not two slots of 4–64 KiB); it was damaged or replaced`,
     );
   const slots = [decodeSlot(bytes.subarray(0, slotSize), 0), decodeSlot(bytes.subarray(slotSize), 1)].filter(
     (s): s is PinSlot => s !== undefined,
@@ -136,7 +137,7 @@ export function decodePinFile(bytes: Uint8Array, path: string): { newest: PinSlo
   if (slots.length === 0)
     throw new LedgerError(
       'RECORD_CORRUPT',
-      `${path}: neither slot of the pinned checkpoint is intact (both fail their checksum); the rollback protection it gave is lost. Move the file aside to pin the log's current tree again`,
+      `${quoted(path)}: neither slot of the pinned checkpoint is intact (both fail their checksum); the rollback protection it gave is lost. Move the file aside to pin the log's current tree again`,
     );
   slots.sort((a, b) => b.seq - a.seq);
   return { newest: slots[0]!, slotSize };
@@ -149,12 +150,12 @@ export function decodePinFile(bytes: Uint8Array, path: string): { newest: PinSlo
 async function readRegular(path: string): Promise<Uint8Array | undefined> {
   try {
     const st = await lstat(path);
-    if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
+    if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${quoted(path)} is not a regular file`);
     // O_NONBLOCK: a FIFO put at the name after the lstat is not waited on (its stat below refuses it).
     const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     try {
       const st = await handle.stat();
-      if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
+      if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${quoted(path)} is not a regular file`);
       const { size } = st;
       if (size > 2 * MAX_SLOT) {
         // Larger than any pin of this format: a newer format's file is named as such (its first bytes only are read).
@@ -163,7 +164,7 @@ async function readRegular(path: string): Promise<Uint8Array | undefined> {
         refuseNewerFormat(head.subarray(0, bytesRead), path);
         throw new LedgerError(
           'RECORD_CORRUPT',
-          `${path} is ${size} bytes, larger than any pinned checkpoint file (two slots of at most ${MAX_SLOT} bytes)`,
+          `${quoted(path)} is ${size} bytes, larger than any pinned checkpoint file (two slots of at most ${MAX_SLOT} bytes)`,
         );
       }
       return await handle.readFile();
@@ -173,7 +174,7 @@ async function readRegular(path: string): Promise<Uint8Array | undefined> {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     if ((err as NodeJS.ErrnoException).code === 'ELOOP')
-      throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`, { cause: err });
+      throw new LedgerError('KEY_FILE_UNSAFE', `${quoted(path)} is not a regular file`, { cause: err });
     throw err;
   }
 }
@@ -210,7 +211,7 @@ export class CheckpointPinFile {
     try {
       return await CheckpointPinFile.read(stem, options.exclusive ?? false, options.readOnly ?? false);
     } catch (err) {
-      throw storageFailure(StoreError, `reading the pinned checkpoint ${stem}.pin`, err);
+      throw fileFailure(StoreError, `reading the pinned checkpoint ${quoted(`${stem}.pin`)}`, err);
     }
   }
 
@@ -262,7 +263,7 @@ export class CheckpointPinFile {
   async write(note: string, supersedes?: (pinned: string) => boolean, signal?: AbortSignal): Promise<boolean> {
     // Closed with its ledger: a pin started after that would open the file again and keep it, after the store's
     // lock went to its next owner.
-    if (this.closed) throw new LedgerError('CLOSED', `the pin ${this.path} is closed`);
+    if (this.closed) throw new LedgerError('CLOSED', `the pin ${quoted(this.path)} is closed`);
     try {
       // Opened to diagnose with no pin on file: the directory may be missing too (such an open makes no checkpoints/),
       // and the first pin makes it. Otherwise the open made it, and one gone since is a storage failure.
@@ -277,7 +278,7 @@ export class CheckpointPinFile {
         signal,
       });
     } catch (err) {
-      throw storageFailure(StoreError, `pinning the checkpoint in ${this.path}`, err);
+      throw fileFailure(StoreError, `pinning the checkpoint in ${quoted(this.path)}`, err);
     }
   }
 
@@ -384,12 +385,12 @@ export class CheckpointPinFile {
    * @throws LedgerError `KEY_FILE_UNSAFE`, `RECORD_CORRUPT`; StoreError `STORAGE_FAILED`
    */
   async readNewest(): Promise<string | undefined> {
-    if (this.closed) throw new LedgerError('CLOSED', `the pin ${this.path} is closed`);
+    if (this.closed) throw new LedgerError('CLOSED', `the pin ${quoted(this.path)} is closed`);
     try {
       const bytes = await readRegular(this.path);
       return bytes === undefined ? undefined : decodePinFile(bytes, this.path).newest.note;
     } catch (err) {
-      throw storageFailure(StoreError, `reading the pinned checkpoint ${this.path}`, err);
+      throw fileFailure(StoreError, `reading the pinned checkpoint ${quoted(this.path)}`, err);
     }
   }
 
@@ -439,7 +440,7 @@ async function removeDurably(path: string): Promise<void> {
  */
 export async function readPinnedNote(path: string): Promise<string> {
   const bytes = await readRegular(path);
-  if (bytes === undefined) throw new LedgerError('NOT_FOUND', `${path}: no pinned checkpoint`);
+  if (bytes === undefined) throw new LedgerError('NOT_FOUND', `${quoted(path)}: no pinned checkpoint`);
   return decodePinFile(bytes, path).newest.note;
 }
 
@@ -454,6 +455,6 @@ export async function readPinOf(stem: string): Promise<{ path: string; note: str
   if (bytes !== undefined) return { path, note: decodePinFile(bytes, path).newest.note };
   const legacyPath = `${stem}.note`;
   const legacy = await readRegular(legacyPath);
-  if (legacy === undefined) throw new LedgerError('NOT_FOUND', `${path}: no pinned checkpoint`);
+  if (legacy === undefined) throw new LedgerError('NOT_FOUND', `${quoted(path)}: no pinned checkpoint`);
   return { path: legacyPath, note: decodeLegacyNote(legacy) };
 }

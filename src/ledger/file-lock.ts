@@ -27,7 +27,8 @@ import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { isProcessAlive } from '../../store/fs/process.js';
-import { shownValue, StoreError, storageFailure } from '../../store/errors.js';
+import { quoted, shownValue, StoreError } from '../../store/errors.js';
+import { fileFailure } from '../../store/fs/errno-text.js';
 import { LedgerError, throwIfCancelled } from '../errors.js';
 import { MAX_TIMER_MS, onAbort } from '../../store/abort.js';
 
@@ -175,7 +176,7 @@ export async function takeFileLock(path: string, what: string, options: FileLock
   try {
     handle = await acquire(lockPath, what, me, options.waitMs ?? 30_000, staleMs, options.signal);
   } catch (err) {
-    throw storageFailure(StoreError, `${what}: taking its lock ${lockPath}`, err);
+    throw fileFailure(StoreError, `${what}: taking its lock ${quoted(lockPath)}`, err);
   }
   // Touched while held, so that the age rule never takes it from a holder that runs: synchronously, a single syscall,
   // so that a thread pool busy with slow I/O cannot hold the touches back.
@@ -286,10 +287,10 @@ async function acquire(
     if (stale && (await breakStale(lockPath, seen, me, staleMs))) continue;
     if (Date.now() >= deadline) {
       const owner = parseOwner(seen.text);
-      const turn = stale ? `; its breakers' turn ${lockPath}.break is taken` : '';
+      const turn = stale ? `; its breakers' turn ${quoted(`${lockPath}.break`)} is taken` : '';
       throw new LedgerError(
         'LOCKED',
-        `${what} is being changed by another process (${owner ? `pid ${owner.pid} on ${shownValue(owner.host, 255)}` : 'unknown owner'}, lock ${lockPath}${turn}); ` +
+        `${what} is being changed by another process (${owner ? `pid ${owner.pid} on ${shownValue(owner.host, 255)}` : 'unknown owner'}, lock ${quoted(lockPath)}${turn}); ` +
           'try again, or remove that file if no such process runs',
       );
     }

@@ -10,7 +10,8 @@ import { constants } from 'node:fs';
 import { join } from 'node:path';
 import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
-import { shownValue, storageFailure, StoreError } from '../../store/errors.js';
+import { quoted, shownValue, StoreError } from '../../store/errors.js';
+import { fileFailure } from '../../store/fs/errno-text.js';
 import { LedgerError } from '../errors.js';
 
 /** The marker's name in the root. */
@@ -37,7 +38,7 @@ export interface RootFormat {
 function damaged(path: string, why: string): LedgerError {
   return new LedgerError(
     'RECORD_CORRUPT',
-    `${path} is no format marker this version of handoff-ledger reads (${why}); nothing under the root was opened or changed. If a newer handoff-ledger wrote this root, upgrade handoff-ledger; otherwise the marker was damaged: restore it from a backup, or, for a root of layout version 1 (blobs-v1/, manifests-v1/), write ${rootFormatText().trim()} back`,
+    `${quoted(path)} is no format marker this version of handoff-ledger reads (${why}); nothing under the root was opened or changed. If a newer handoff-ledger wrote this root, upgrade handoff-ledger; otherwise the marker was damaged: restore it from a backup, or, for a root of layout version 1 (blobs-v1/, manifests-v1/), write ${rootFormatText().trim()} back`,
   );
 }
 
@@ -80,7 +81,7 @@ export async function readRootFormat(root: string): Promise<RootFormat> {
     if (code === 'ENOENT') return { present: false, version: ROOT_FORMAT_VERSION };
     if (code === 'ELOOP') throw damaged(path, 'it is not a regular file');
     if (err instanceof LedgerError) throw err;
-    throw storageFailure(StoreError, `reading ${path}`, err);
+    throw fileFailure(StoreError, `reading ${quoted(path)}`, err);
   }
   let text: string;
   try {
@@ -102,14 +103,14 @@ export async function readRootFormat(root: string): Promise<RootFormat> {
   if (format !== ROOT_FORMAT)
     throw new LedgerError(
       'FORMAT_UNSUPPORTED',
-      `${path} names the format ${shownValue(format, 80)}, not ${ROOT_FORMAT}: this root was written by another program or by a newer handoff-ledger than this one; nothing under it was opened or changed. Upgrade handoff-ledger if a newer version made it, or give the root of a handoff-ledger store`,
+      `${quoted(path)} names the format ${shownValue(format, 80)}, not ${ROOT_FORMAT}: this root was written by another program or by a newer handoff-ledger than this one; nothing under it was opened or changed. Upgrade handoff-ledger if a newer version made it, or give the root of a handoff-ledger store`,
     );
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1)
     throw damaged(path, `its version is ${shownValue(version)}, not a whole number from 1`);
   if (version > ROOT_FORMAT_VERSION)
     throw new LedgerError(
       'FORMAT_UNSUPPORTED',
-      `${path} says this root is of layout version ${version}, written by a newer handoff-ledger than this one, which reads layout version ${ROOT_FORMAT_VERSION}; nothing under it was opened or changed. Upgrade handoff-ledger to open it (never move the marker aside: this version would then write into a layout it does not know)`,
+      `${quoted(path)} says this root is of layout version ${version}, written by a newer handoff-ledger than this one, which reads layout version ${ROOT_FORMAT_VERSION}; nothing under it was opened or changed. Upgrade handoff-ledger to open it (never move the marker aside: this version would then write into a layout it does not know)`,
     );
   return { present: true, version };
 }
@@ -140,7 +141,7 @@ export async function writeRootFormat(root: string): Promise<void> {
   } catch (err) {
     // Not writable here: left unmarked, and a marker another opener wrote meanwhile is judged below all the same.
     if (!(made === undefined && ROOT_NOT_WRITABLE.has((err as NodeJS.ErrnoException).code ?? '')))
-      throw storageFailure(StoreError, `writing ${path}`, err);
+      throw fileFailure(StoreError, `writing ${quoted(path)}`, err);
   }
   if (!made) await readRootFormat(root);
 }

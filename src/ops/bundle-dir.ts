@@ -9,9 +9,8 @@ import { lstat, open, realpath, type FileHandle } from 'node:fs/promises';
 import { readUpTo } from '../../store/fs/bounded-read.js';
 import { join, resolve } from 'node:path';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
-import { readOptionFieldsAs, shownValue } from '../../store/errors.js';
+import { quoted, readOptionFieldsAs, shownValue } from '../../store/errors.js';
 import { errnoText } from '../../store/fs/errno-text.js';
-import { quoted } from '../../manifests/encoding/printable.js';
 import { DEFAULT_MAX_MANIFESTS_BYTES } from '../../manifests/audit/auditor-options.js';
 import {
   BUNDLE_TREE_FILES,
@@ -72,7 +71,7 @@ async function openRegular(path: string, absentOk = false): Promise<FileHandle |
       throw new AuditError('BUNDLE_INVALID', `${quoted(path)} is not a regular file`, { cause: err });
     // O_NOFOLLOW's ELOOP: the name is a link (the root is resolved, so no loop above it); ELOOP's own words ("too
     // many symbolic links") would send the auditor looking for a loop.
-    if (errno(err) === 'ELOOP') throw new AuditError('BUNDLE_IO', symlinkedEntry(path), { cause: err });
+    if (errno(err) === 'ELOOP') throw new AuditError('BUNDLE_IO', symlinkedEntry(quoted(path)), { cause: err });
     throw ioError(path, err);
   }
   let regular: boolean;
@@ -151,7 +150,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     const st = await lstat(manifestsPath);
     // A link is said to be one (BUNDLE_IO), as when it is found at the read (`openRegular`) and for every other file
     // of the bundle: "not a regular file" would send the auditor to the file it points to.
-    if (st.isSymbolicLink()) throw new AuditError('BUNDLE_IO', symlinkedEntry(manifestsPath));
+    if (st.isSymbolicLink()) throw new AuditError('BUNDLE_IO', symlinkedEntry(quoted(manifestsPath)));
     if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${quoted(manifestsPath)} is not a regular file`);
     if (st.size > maxBytes)
       throw new AuditError(

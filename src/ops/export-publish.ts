@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import type { FsOps } from '../../store/fs/ops.js';
 import { BUNDLE_HEADER_FILE } from '../../manifests/audit/bundle.js';
 import { AuditError } from '../../manifests/audit/errors.js';
-import { quoted } from '../../manifests/encoding/printable.js';
+import { quoted } from '../../store/errors.js';
 
 /** Every entry under `dir`, parents before children, relative to `dir`. */
 async function walk(fs: FsOps, dir: string, rel = ''): Promise<Array<{ rel: string; isDir: boolean }>> {

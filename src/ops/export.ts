@@ -24,6 +24,7 @@ import type { BlobStore } from '../../store/blob-store.js';
 import {
   checkBooleanOption,
   isUint8Array,
+  quoted,
   readOptionFields,
   StoreError,
   type NamesEveryField,
@@ -33,7 +34,6 @@ import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { errnoText } from '../../store/fs/errno-text.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
-import { quoted } from '../../manifests/encoding/printable.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { checkSignal, isHandoffLedgerError, LedgerError } from '../errors.js';
@@ -490,7 +490,7 @@ async function refuseOutInsideRoot(root: string, out: string): Promise<void> {
   if (!(await isInsideRoot(root, out))) return;
   throw new LedgerError(
     'INVALID_ARGUMENT',
-    `export: ${out} is inside the store's root ${root}, whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
+    `export: ${quoted(out)} is inside the store's root ${quoted(root)}, whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
   );
 }
 

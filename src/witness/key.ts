@@ -14,6 +14,7 @@ import { lstat, readdir, unlink } from 'node:fs/promises';
 import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { LedgerError } from '../errors.js';
+import { quoted } from '../../store/errors.js';
 import { generateJwk, LocalSigner, readPrivateKeyFile, type PrivateJwk } from '../keys/local-signer.js';
 
 const witnessKeyFileSchema = z.object({
@@ -55,7 +56,12 @@ export async function createWitnessKeyFile(path: string, name: string): Promise<
   // removed when over a minute old (a keygen of this path running now is younger).
   await removeOwnLeftovers(path, Date.now() - 60_000);
   const file = await createFileWhole(path, `${JSON.stringify({ name, ...jwk })}\n`, { sync: true });
-  if (!file) throw Object.assign(new Error(`EEXIST: file already exists, '${path}'`), { code: 'EEXIST', path });
+  if (!file)
+    throw Object.assign(new Error(`EEXIST (file already exists), link ${quoted(path)}`), {
+      code: 'EEXIST',
+      syscall: 'link',
+      path,
+    });
   await file.close();
   await nodeFsOps.fsyncDir(dirname(path));
   return witnessKeyOf(name, jwk);
@@ -85,7 +91,7 @@ export async function loadWitnessKeyFile(path: string): Promise<WitnessKey> {
   if (!named.success)
     throw new LedgerError(
       'KEY_INVALID',
-      `witness key file ${path}: ${describeZodError(named.error, { escaped: true })}`,
+      `witness key file ${quoted(path)}: ${describeZodError(named.error, { escaped: true })}`,
     );
   return witnessKeyOf(named.data.name, value as PrivateJwk);
 }

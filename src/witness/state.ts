@@ -23,7 +23,8 @@ import { HASH_SIZE } from '../../manifests/tlog/merkle.js';
 import { removeAtomicStagingLeftovers, writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
-import { escapedText, shownValue, StoreError } from '../../store/errors.js';
+import { quoted, shownValue, StoreError } from '../../store/errors.js';
+import { errnoText } from '../../store/fs/errno-text.js';
 import { LedgerError } from '../errors.js';
 import { takeFileLock, type HeldFileLock } from '../ledger/file-lock.js';
 
@@ -82,7 +83,7 @@ export class WitnessState {
       await nodeFsOps.fsyncDir(d).catch((err: unknown) => {
         throw new StoreError('STORAGE_FAILED', `cannot flush the witness state directory ${d}`, { cause: err });
       });
-    const lock = await takeFileLock(join(dir, 'witness'), `the witness state directory ${dir}`, {
+    const lock = await takeFileLock(join(dir, 'witness'), `the witness state directory ${quoted(dir)}`, {
       waitMs: 0,
       staleMs: 60_000,
     });
@@ -198,7 +199,7 @@ async function bind(dir: string, vkey: string): Promise<StateBinding> {
     text = await readFile(path, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
-      throw new StoreError('STORAGE_FAILED', `cannot read ${path}`, { cause: err });
+      throw new StoreError('STORAGE_FAILED', `cannot read ${quoted(path)}: ${errnoText(err)}`, { cause: err });
   }
   if (text !== undefined) {
     let bound: unknown;
@@ -211,12 +212,12 @@ async function bind(dir: string, vkey: string): Promise<StateBinding> {
     if (typeof bound !== 'string')
       throw new LedgerError(
         'RECORD_CORRUPT',
-        `the witness state's key record ${path} is damaged: the witness refuses a state it cannot tell is its own`,
+        `the witness state's key record ${quoted(path)} is damaged: the witness refuses a state it cannot tell is its own`,
       );
     if (bound !== vkey)
       throw new LedgerError(
         'WITNESS_KEY_MISMATCH',
-        `the witness state ${dir} is the state of the witness key ${escapedText(bound.length > 300 ? `${bound.slice(0, 300)}…` : bound)}, not of ${vkey}: a witness serves its own state only (give this key its own --state)`,
+        `the witness state ${quoted(dir)} is the state of the witness key ${shownValue(bound, 300)}, not of ${vkey}: a witness serves its own state only (give this key its own --state)`,
       );
     return 'same';
   }

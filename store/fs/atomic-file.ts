@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { nodeFsOps } from './ops.js';
 import { isErrnoError, throwIfAborted } from '../errors.js';
+import { errnoMessage } from './errno-text.js';
 
 /**
  * The staging names `writeFileAtomic` (`.<16 hex>.tmp` beside the target) and `createFileWhole` (`<name>.<16 hex>.tmp`,
@@ -12,19 +13,16 @@ import { isErrnoError, throwIfAborted } from '../errors.js';
 const ATOMIC_STAGING_NAME = /^[^/]*\.[0-9a-f]{16}\.tmp$/;
 
 /**
- * An `errno` error of a write of `path` made through a staging file, told as the write of `path` (same `code`, `errno`
- * and `syscall`; the original as `cause`): the staging name is the writer's own, removed once the write failed, and
- * means nothing to whoever named `path` (`keys export --out FILE`, a key file). Any other error is returned as it is.
+ * An `errno` error of a write of `path` made through a staging file, told as the write of `path` (same `code` and
+ * `errno`, `syscall` `write`; the original as `cause`): the staging name is the writer's own, removed once the write
+ * failed, and means nothing to whoever named `path` (`keys export --out FILE`, a key file). Its message names `path`
+ * quoted (`EISDIR (illegal operation on a directory), write "/a\u001b"`: `errnoMessage`), never raw. Any other error
+ * is returned as it is.
  */
 function failedWriteOf(path: string, err: unknown): unknown {
   if (!isErrnoError(err)) return err;
-  const what = /^E[A-Z0-9]+: ([^,]+)/.exec(err.message)?.[1] ?? 'failed';
-  return Object.assign(new Error(`${err.code}: ${what}, write '${path}'`, { cause: err }), {
-    code: err.code,
-    errno: err.errno,
-    syscall: err.syscall,
-    path,
-  });
+  const fields = { code: err.code, errno: err.errno, syscall: 'write', path };
+  return Object.assign(new Error(errnoMessage(Object.assign(new Error(), fields)), { cause: err }), fields);
 }
 
 /**

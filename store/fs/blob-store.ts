@@ -14,6 +14,7 @@ import { digestHex, hashBackendProblem, isDigest, type Digest, type HashBackend 
 import {
   isUint8Array,
   OPERATION_CANCELLED,
+  quoted,
   readOptionFields,
   shownValue,
   StoreError,
@@ -473,7 +474,10 @@ export class FsBlobStore extends AbstractBlobStore {
       if (st.status === 'rejected') throw storageFailed('lstat', st.reason);
       if (i === 0) this.checkRoot(st.value);
       else if (!st.value.isDirectory())
-        throw new StoreError('UNSAFE_PATH', `blob store: ${dirs[i - 1]} is not a directory (symlink planted?)`);
+        throw new StoreError(
+          'UNSAFE_PATH',
+          `blob store: ${quoted(dirs[i - 1]!)} is not a directory (symlink planted?)`,
+        );
     }
   }
 
@@ -483,7 +487,7 @@ export class FsBlobStore extends AbstractBlobStore {
     if (id && st.isDirectory() && st.dev === id.dev && st.ino === id.ino) return;
     throw new StoreError(
       'UNSAFE_ROOT',
-      `blob store: ${this.root} is no longer the directory the store opened (moved, or a link or another directory put in its place); nothing was read or written through it, reopen the store`,
+      `blob store: ${quoted(this.root)} is no longer the directory the store opened (moved, or a link or another directory put in its place); nothing was read or written through it, reopen the store`,
     );
   }
 
@@ -497,7 +501,7 @@ export class FsBlobStore extends AbstractBlobStore {
     }
     const st = await this.fs.lstat(dir).catch(wrap('lstat'));
     if (!st.isDirectory()) {
-      throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink or file planted?)`);
+      throw new StoreError('UNSAFE_PATH', `blob store: ${quoted(dir)} is not a directory (symlink or file planted?)`);
     }
     return false;
   }
@@ -626,7 +630,7 @@ export class FsBlobStore extends AbstractBlobStore {
       }
       if (i === 0) this.checkRoot(st.value);
       else if (!st.value.isDirectory())
-        throw new StoreError('UNSAFE_PATH', `blob store: ${dirs[i]} is not a directory (symlink planted?)`);
+        throw new StoreError('UNSAFE_PATH', `blob store: ${quoted(dirs[i]!)} is not a directory (symlink planted?)`);
     }
   }
 

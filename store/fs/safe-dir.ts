@@ -1,7 +1,8 @@
 import { lstat, mkdir } from 'node:fs/promises';
 import type { Stats } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { StoreError, type StoreErrorCode } from '../errors.js';
+import { quoted, StoreError, type StoreErrorCode } from '../errors.js';
+import { errnoText } from './errno-text.js';
 import { nodeFsOps } from './ops.js';
 import { ownerProblem } from './owner.js';
 
@@ -30,13 +31,14 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
       first = await makeDirs(dir);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new StoreError('STORAGE_FAILED', `cannot create ${dir}: ${(err as Error).message}`, { cause: err });
+        throw new StoreError('STORAGE_FAILED', `cannot create ${quoted(dir)}: ${errnoText(err)}`, { cause: err });
       }
     }
     if (first !== undefined) await flushMade(resolve(first), resolve(dir));
     // Judged again: something else may have been put there between the look and the mkdir.
     st = await refuseNonDirectory(dir, code);
-    if (st === undefined) throw new StoreError('STORAGE_FAILED', `cannot create ${dir}: it is gone after mkdir`);
+    if (st === undefined)
+      throw new StoreError('STORAGE_FAILED', `cannot create ${quoted(dir)}: it is gone after mkdir`);
   }
   return refuseShared(dir, st, code);
 }
@@ -52,12 +54,12 @@ export async function privateDirIfPresent(dir: string, code: StoreErrorCode): Pr
 }
 
 function refuseShared(dir: string, st: Stats, code: StoreErrorCode): Stats {
-  const foreign = ownerProblem(dir, st.uid);
+  const foreign = ownerProblem(quoted(dir), st.uid);
   if (foreign) throw new StoreError(code, `${foreign}; refusing to use it`);
   if ((st.mode & 0o022) !== 0) {
     throw new StoreError(
       code,
-      `${dir} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 700 on it`,
+      `${quoted(dir)} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 700 on it`,
     );
   }
   return st;
@@ -78,11 +80,12 @@ export async function refuseNonDirectory(dir: string, code: StoreErrorCode): Pro
   } catch (err) {
     const errno = (err as NodeJS.ErrnoException).code;
     if (errno === 'ENOENT') return;
-    if (errno === 'ENOTDIR') throw new StoreError(code, `${dir} is not a directory (a part of its path is a file)`);
-    throw new StoreError('STORAGE_FAILED', `cannot look at ${dir}: ${(err as Error).message}`, { cause: err });
+    if (errno === 'ENOTDIR')
+      throw new StoreError(code, `${quoted(dir)} is not a directory (a part of its path is a file)`);
+    throw new StoreError('STORAGE_FAILED', `cannot look at ${quoted(dir)}: ${errnoText(err)}`, { cause: err });
   }
-  if (st.isSymbolicLink()) throw new StoreError(code, `${dir} is a symbolic link; refusing to use it`);
-  if (!st.isDirectory()) throw new StoreError(code, `${dir} is not a directory`);
+  if (st.isSymbolicLink()) throw new StoreError(code, `${quoted(dir)} is a symbolic link; refusing to use it`);
+  if (!st.isDirectory()) throw new StoreError(code, `${quoted(dir)} is not a directory`);
   return st;
 }
 
@@ -128,7 +131,7 @@ async function flushMade(first: string, dir: string): Promise<void> {
       await nodeFsOps.fsyncDir(parent);
     } catch (err) {
       if (d === first) continue;
-      throw new StoreError('STORAGE_FAILED', `cannot flush the directory ${parent}: ${(err as Error).message}`, {
+      throw new StoreError('STORAGE_FAILED', `cannot flush the directory ${quoted(parent)}: ${errnoText(err)}`, {
         cause: err,
       });
     }

@@ -182,7 +182,7 @@ describe('openBundleDir', () => {
     );
     expect(err).toMatchObject({ name: 'AuditError', code: 'BUNDLE_IO' });
     expect(err!.message).toBe(
-      `${join(dir, 'checkpoint.note')} is a symbolic link: a bundle's files are read only as regular files in the ` +
+      `"${join(dir, 'checkpoint.note')}" is a symbolic link: a bundle's files are read only as regular files in the ` +
         'bundle, never through a link (copy the file itself into the bundle, or export it again)',
     );
   });
@@ -234,7 +234,7 @@ describe('openBundleDir', () => {
     const err = await read(linked);
     expect(err).toMatchObject({ name: 'AuditError', code: 'BUNDLE_IO' });
     expect(err!.message).toMatch(
-      /manifests\.jsonl is a symbolic link: a bundle's files are read only as regular files/,
+      /manifests\.jsonl" is a symbolic link: a bundle's files are read only as regular files/,
     );
   });
 
@@ -254,7 +254,7 @@ describe('openBundleDir', () => {
     );
     expect(err).toMatchObject({ name: 'AuditError', code: 'BUNDLE_IO' });
     expect(err!.message).toBe(
-      `${path} is a symbolic link: a bundle's files are read only as regular files in the ` +
+      `"${path}" is a symbolic link: a bundle's files are read only as regular files in the ` +
         'bundle, never through a link (copy the file itself into the bundle, or export it again)',
     );
   });

@@ -446,7 +446,7 @@ describe('export into the store root', () => {
       const { error } = JSON.parse(c.stdout()) as { error: { code: string; message: string } };
       expect(error, out).toMatchObject({
         code: 'USAGE',
-        message: expect.stringContaining(`--out ${out} is inside the store root`),
+        message: expect.stringContaining(`--out "${out}" is inside the store root "${root}"`),
       });
       expect(existsSync(out), out).toBe(false);
     }

@@ -180,7 +180,8 @@ describe('audit-ui command', () => {
     expect(await auditUi([hostile], c.io)).toBe(2);
     expect(c.stderr()).toMatch(/^handoff-ledger: BUNDLE_INVALID: /);
     expect(c.stderr()).not.toMatch(/[\u001b\u202e]/);
-    expect(c.stderr()).toContain('evil\\u001b[2J\\u202ebundle');
+    // Quoted once (`quoted`), as verify names it: it was put in raw and the whole line escaped (`\x1b`).
+    expect(c.stderr()).toContain('evil\\u001b[2J\\u202ebundle" has no bundle.json; not a bundle');
   });
 
   it('refuses a bad port and extra arguments as usage errors', async () => {
@@ -648,7 +649,9 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
           expect(got.error, what).toMatch(new RegExp(`^${code}: .*checkpoint\\.note`));
           // Both say what stands there: a link (never ELOOP's "too many symbolic links", nor a bare HTTP 403).
           if (what === 'symlink') {
-            const link = /checkpoint\.note is a symbolic link: a bundle's files are read only as regular files/;
+            // The CLI names the bundle's path quoted, the page the file's name in the bundle.
+            const link = /checkpoint\.note"? is a symbolic link: a bundle's files are read only as regular files/;
+            expect(cli.stderr).toMatch(/checkpoint\.note" is a symbolic link: /);
             expect(cli.stderr).toMatch(link);
             expect(got.error).toMatch(link);
           }
@@ -840,7 +843,7 @@ describe('audit-ui answering for a bundle file that is not one', () => {
       symlinkSync(join(dir, 'bundle.json'), join(dir, 'proofs.jsonl'));
       expect(await cliVerify(dir, trustPath)).toMatchObject({
         code: 2,
-        stderr: expect.stringMatching(/BUNDLE_IO: .*manifests\.jsonl is a symbolic link: /),
+        stderr: expect.stringMatching(/BUNDLE_IO: .*manifests\.jsonl" is a symbolic link: /),
       });
       const manifests = await get(`${server.url}bundle/manifests.jsonl`);
       expect(manifests.status).toBe(403);

@@ -20,6 +20,7 @@ import { Level } from 'level';
 import { onAbort, settledOrAborted } from '../../../store/abort.js';
 import {
   OPERATION_CANCELLED,
+  quoted,
   readOptionFields,
   refuseNonSignal,
   throwIfAborted,
@@ -283,7 +284,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     if (openInProcess.has(id))
       throw new ManifestError(
         'LOCKED',
-        `the store at ${path} is already open in this process (another ledger or log holds it); close that one first`,
+        `the store at ${quoted(path)} is already open in this process (another ledger or log holds it); close that one first`,
       );
     openInProcess.set(id, undefined);
     try {
@@ -309,7 +310,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       if (cause?.code === 'LEVEL_LOCKED') {
         throw new ManifestError(
           'LOCKED',
-          `the store at ${path} is open in another process; close that process first, or use the PostgreSQL backend ` +
+          `the store at ${quoted(path)} is open in another process; close that process first, or use the PostgreSQL backend ` +
             '(openLedger({ postgres }) / --postgres URL) to share one store between processes',
           { cause: err },
         );
@@ -1147,7 +1148,7 @@ async function refuseLostCurrent(path: string): Promise<void> {
       : 'no MANIFEST file is left either: restore the directory from a backup';
     throw new ManifestError(
       'RECORD_CORRUPT',
-      `the manifest log ${path} holds LevelDB data (${listed(data.sort())}) but no CURRENT file: opened as it is, ` +
+      `the manifest log ${quoted(path)} holds LevelDB data (${listed(data.sort())}) but no CURRENT file: opened as it is, ` +
         `LevelDB would start an empty log and delete that data, so nothing was opened or changed; ${restore}`,
     );
   } catch (err) {
