@@ -10,6 +10,9 @@ import { describe, expect, it } from 'vitest';
 import { readPinnedNote } from '../src/ledger/checkpoint-pin.js';
 import { WitnessState } from '../src/witness/state.js';
 import { writeFileAtomic } from '../store/fs/atomic-file.js';
+import { FsBlobStore } from '../store/fs/blob-store.js';
+import { nodeFsOps } from '../store/fs/ops.js';
+import { loadHashBackend } from '../store/hash/backends.node.js';
 import { ensurePrivateDir } from '../store/fs/safe-dir.js';
 import { tempDir } from './support/tmp.js';
 
@@ -66,6 +69,31 @@ describe('a path in a refusal is quoted once', () => {
       code: 'UNSAFE_ROOT',
       message: `"${dir}/${SHOWN}" is a symbolic link; refusing to use it`,
     });
+    expect(err.message).not.toMatch(RAW);
+  });
+
+  it("the blob store's failed system call: STORAGE_FAILED by its errno code and the path quoted", async () => {
+    const root = join(tempDir(), NAME);
+    // A shard directory that cannot be made, failing as Node's fs fails (the path in its message as it is).
+    const fs = {
+      ...nodeFsOps,
+      mkdir: (path: string, mode: number) =>
+        path.includes('blobs-v1/')
+          ? Promise.reject(
+              Object.assign(new Error(`EIO: i/o error, mkdir '${path}'`), {
+                code: 'EIO',
+                errno: -5,
+                syscall: 'mkdir',
+                path,
+              }),
+            )
+          : nodeFsOps.mkdir(path, mode),
+    };
+    const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('auto'), fs });
+    const err = await refusal(store.put(new TextEncoder().encode('a blob')));
+    expect(err.code).toBe('STORAGE_FAILED');
+    expect(err.message).toMatch(/^blob store: mkdir failed: EIO \(i\/o error\), mkdir "/);
+    expect(err.message).toContain(`${dirname(root)}/${SHOWN}/blobs-v1/`);
     expect(err.message).not.toMatch(RAW);
   });
 });

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { digestHex, hashBackendProblem, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
 import {
+  isErrnoError,
   isUint8Array,
   OPERATION_CANCELLED,
   quoted,
@@ -22,6 +23,7 @@ import {
   throwIfAborted,
   type NamesEveryField,
 } from '../errors.js';
+import { errnoMessage } from './errno-text.js';
 import { nodeFsOps, type FsOps } from './ops.js';
 import { deleteIfOld, restoreAside } from './gc-aside.js';
 import { settledOrAborted } from '../abort.js';
@@ -107,7 +109,9 @@ function errno(err: unknown): string | undefined {
 }
 
 function storageFailed(step: string, err: unknown): Error {
-  return storageFailure(StoreError, `blob store: ${step}`, err);
+  if (!isErrnoError(err)) return storageFailure(StoreError, `blob store: ${step}`, err);
+  // By its code and its path quoted (errnoMessage): the errno's own message embeds the path raw.
+  return new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${errnoMessage(err)}`, { cause: err });
 }
 
 export class FsBlobStore extends AbstractBlobStore {
