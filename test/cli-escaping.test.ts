@@ -358,7 +358,7 @@ describe('a refusal quotes the paths and key ids it names, once', () => {
         code: 2,
         error: {
           code: 'IO_FAILED',
-          message: `EISDIR (illegal operation on a directory), read "${base}/io${i}${shown}"`,
+          message: `cannot read summary file "${base}/io${i}${shown}": EISDIR (illegal operation on a directory)`,
         },
       });
       const out = join(base, `gone${i}${raw}`, 'trust.json');

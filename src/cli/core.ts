@@ -21,6 +21,7 @@ import {
   CommandLineError,
   wholeNumber,
   writeJson,
+  WordedIoError,
   type CliIo,
 } from './io.js';
 import { printableLines, printableRow, quoted } from '../../manifests/encoding/printable.js';
@@ -225,10 +226,7 @@ async function readSummary(
  * repeats the path raw (or, for a read, names none).
  */
 function summaryFileError(path: string, err: NodeJS.ErrnoException): Error {
-  return Object.assign(new Error(`cannot read summary file ${quoted(path)}: ${errnoText(err)}`, { cause: err }), {
-    code: err.code,
-    path,
-  });
+  return Object.assign(new WordedIoError(`cannot read summary file ${quoted(path)}: ${errnoText(err)}`, err), { path });
 }
 
 export async function resume(argv: string[], io: CliIo): Promise<number> {

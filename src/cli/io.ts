@@ -51,6 +51,19 @@ export class UsageError extends Error {}
 export class CommandLineError extends UsageError {}
 
 /**
+ * A failed read or write the command words itself (`cannot read summary file "s.json": ENOENT (no such file or
+ * directory)`): `IO_FAILED` with its message as it is, and the errno's `code` kept (the cause is the errno error).
+ * Any other errno error is worded by `errnoMessage` (its code, its system call and its paths quoted).
+ */
+export class WordedIoError extends Error {
+  readonly code: string | undefined;
+  constructor(message: string, cause: NodeJS.ErrnoException) {
+    super(message, { cause });
+    this.code = cause.code;
+  }
+}
+
+/**
  * The CLI's own codes, beside those of the library's errors: `USAGE` (bad arguments; exit 2) and `IO_FAILED` (a
  * file, directory or stream the command was given could not be read or written, an `errno` error; exit 2).
  */
@@ -505,9 +518,11 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
       ? { code: 'USAGE' satisfies CliErrorCode, message: (err as Error).message }
       : isHandoffLedgerError(err)
         ? err
-        : isErrnoError(err)
-          ? { code: 'IO_FAILED' satisfies CliErrorCode, message: errnoMessage(err) }
-          : undefined;
+        : err instanceof WordedIoError
+          ? { code: 'IO_FAILED' satisfies CliErrorCode, message: err.message }
+          : isErrnoError(err)
+            ? { code: 'IO_FAILED' satisfies CliErrorCode, message: errnoMessage(err) }
+            : undefined;
   if (!known) return reportInternalError(err, io);
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
   // A refusal quotes the values it names escaped already (`shownValue`, `invalidIdMessage`, `quoted`: `"a\u001b"`): a
