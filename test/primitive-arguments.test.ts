@@ -3,8 +3,8 @@
  * hashes, trust lookups, Ed25519 verification, the bundle header) given arguments their types do not allow, from
  * JavaScript: a coded refusal naming the argument, never a TypeError or RangeError from inside, and never a value
  * hashed or signed as something else. The verifiers answer false, as their contract says (never an exception).
- * canonicalize, canonicalBytes and encodeVerifierKey are documented to throw TypeError, as JSON.stringify does, and
- * are left so (encodeManifest is canonicalBytes).
+ * canonicalize and canonicalBytes are documented to throw TypeError, as JSON.stringify does, and are left so
+ * (encodeManifest is canonicalBytes); encodeVerifierKey refuses with a code as the other primitives do.
  */
 import { describe, expect, it } from 'vitest';
 import { runInNewContext } from 'node:vm';
@@ -89,6 +89,13 @@ describe('the byte-taking primitives refuse what is no Uint8Array: INVALID_ARGUM
     ['noteKeyHash', (b) => noteKeyHash('n', b), 'ManifestError', /^noteKeyHash: the Ed25519 public key must be a/],
     ['pae', (b) => pae('t', b), 'ManifestError', /^pae: the payload must be a Uint8Array/],
     ['signEnvelope', (b) => signEnvelope('t', b, signer), 'ManifestError', /^signEnvelope: the payload must be a/],
+    // It threw a TypeError ('an Ed25519 key is 32 bytes').
+    [
+      'encodeVerifierKey',
+      (b) => encodeVerifierKey('n', b),
+      'ManifestError',
+      /^encodeVerifierKey: the Ed25519 public key must be a Uint8Array/,
+    ],
   ];
   it.each(cases)('%s', async (_name, call, name, message) => {
     for (const bad of NOT_BYTES)
@@ -105,7 +112,7 @@ describe('the byte-taking primitives refuse what is no Uint8Array: INVALID_ARGUM
     expect(digestOf(Buffer.from('abc'))).toBe(digestOf(new TextEncoder().encode('abc')));
   });
 
-  it('lengths: a digest is 32 bytes; a note key hash is of the key as given', async () => {
+  it('lengths and names: a digest is 32 bytes, a verifier key of a 32-byte key and a valid name; a note key hash is of the key as given', async () => {
     expect(await refusal(() => formatDigest(new Uint8Array(31)))).toMatchObject({
       code: 'INVALID_ARGUMENT',
       message: 'formatDigest: the BLAKE3-256 digest must be 32 bytes, not 31',
@@ -114,7 +121,26 @@ describe('the byte-taking primitives refuse what is no Uint8Array: INVALID_ARGUM
       code: 'INVALID_ARGUMENT',
       message: 'noteKeyHash: the key name must be a string, not 5',
     });
+    // encodeVerifierKey threw a TypeError for each of these (`invalid note key name 5`, `an Ed25519 key is 32 bytes`).
+    for (const [name, key, message] of [
+      [5, signer.publicKey, 'encodeVerifierKey: the note key name must be a string, not 5'],
+      [null, signer.publicKey, 'encodeVerifierKey: the note key name must be a string, not null'],
+      [{}, signer.publicKey, 'encodeVerifierKey: the note key name must be a string, not an object'],
+      [
+        'a b',
+        signer.publicKey,
+        'encodeVerifierKey: "a b" is no note key name (non-empty, no spaces, no "+", no control',
+      ],
+      ['', signer.publicKey, 'encodeVerifierKey: "" is no note key name'],
+      ['n', new Uint8Array(31), 'encodeVerifierKey: the Ed25519 public key must be 32 bytes, not 31'],
+    ] as const)
+      expect(await refusal(() => encodeVerifierKey(name as never, key)), String(name)).toMatchObject({
+        name: 'ManifestError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining(message) as string,
+      });
     // What the types allow is taken as ever.
+    expect(encodeVerifierKey('n', signer.publicKey)).toMatch(/^n\+[0-9a-f]{8}\+/);
     expect(typeof noteKeyHash('n', signer.publicKey)).toBe('number');
     expect(formatDigest(new Uint8Array(32))).toBe(`blake3:${'0'.repeat(64)}`);
     expect(nodeHash(leafHash(new Uint8Array(0)), leafHash(new Uint8Array(1)))).toHaveLength(32);

@@ -60,9 +60,12 @@ export function cosignerKeyHash(name: string, publicKey: Uint8Array): number {
   return ed25519KeyHash(ALG_COSIGNATURE_V1, name, publicKey);
 }
 
-/** The witness verifier key string `<name>+<hash hex>+<base64(0x04 ‖ key)>`. @throws TypeError for a bad name or key */
+/**
+ * The witness verifier key string `<name>+<hash hex>+<base64(0x04 ‖ key)>`.
+ * @throws ManifestError `INVALID_ARGUMENT` for a name that is no valid key name or a key that is no 32-byte Uint8Array
+ */
 export function encodeCosignerKey(name: string, publicKey: Uint8Array): string {
-  return encodeEd25519Key(COSIGNER_KEY, name, publicKey);
+  return encodeEd25519Key(COSIGNER_KEY, name, publicKey, 'encodeCosignerKey');
 }
 
 /**

@@ -157,10 +157,24 @@ export function noteKeyHash(name: string, publicKey: Uint8Array): number {
 
 const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 
-/** The verifier key string `<name>+<hash hex>+<base64(alg ‖ key)>` of a kind. @throws TypeError for a bad name or key */
-export function encodeEd25519Key(kind: Ed25519KeyKind, name: string, publicKey: Uint8Array): string {
-  if (!isValidKeyName(name)) throw new TypeError(`invalid ${kind.nameNoun} name ${JSON.stringify(name)}`);
-  if (!isUint8Array(publicKey) || publicKey.length !== 32) throw new TypeError('an Ed25519 key is 32 bytes');
+/**
+ * The verifier key string `<name>+<hash hex>+<base64(alg ‖ key)>` of a kind, for `call` (the exported function whose
+ * refusal it is). A name that is no string or not a valid key name, or a key that is no Uint8Array of 32 bytes, from a
+ * JavaScript caller, is `INVALID_ARGUMENT` naming it (it was a TypeError: `invalid note key name 5`).
+ * @throws ManifestError `INVALID_ARGUMENT` for a bad name or key
+ */
+export function encodeEd25519Key(kind: Ed25519KeyKind, name: string, publicKey: Uint8Array, call: string): string {
+  if (typeof name !== 'string')
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `${call}: the ${kind.nameNoun} name must be a string, not ${shownValue(name)}`,
+    );
+  if (!isValidKeyName(name))
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `${call}: ${shownValue(name)} is no ${kind.nameNoun} name (non-empty, no spaces, no "+", no control characters)`,
+    );
+  checkBytesArgument(publicKey, `${call}: the Ed25519 public key`, ManifestError, 32);
   const key = new Uint8Array(33);
   key[0] = kind.alg;
   key.set(publicKey, 1);
@@ -190,9 +204,12 @@ export function parseEd25519Key(kind: Ed25519KeyKind, vkey: string): NoteVerifie
   return { name, keyHash, publicKey };
 }
 
-/** The verifier key string `<name>+<hash hex>+<base64(0x01 ‖ key)>`. @throws TypeError for a bad name or key */
+/**
+ * The verifier key string `<name>+<hash hex>+<base64(0x01 ‖ key)>`.
+ * @throws ManifestError `INVALID_ARGUMENT` for a name that is no valid key name or a key that is no 32-byte Uint8Array
+ */
 export function encodeVerifierKey(name: string, publicKey: Uint8Array): string {
-  return encodeEd25519Key(NOTE_KEY, name, publicKey);
+  return encodeEd25519Key(NOTE_KEY, name, publicKey, 'encodeVerifierKey');
 }
 
 /**
