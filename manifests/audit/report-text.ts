@@ -9,13 +9,128 @@
  */
 import type { AuditReport, Finding, FindingCode } from './findings.js';
 import { counted, printable, printableOnce, quoted } from '../encoding/printable.js';
-import { escapeRawInJson } from '../../store/errors.js';
+import { escapeRawInJson, shownValue } from '../../store/errors.js';
+import { auditUsage } from './errors.js';
 import type { BundleAuditReport } from './verify-chain.js';
 import type { CheckpointSummary } from './verify-tree.js';
 import type { WitnessSummary } from './verify-witnesses.js';
 
-/** `  CODE (line N, seq S): message` */
+/**
+ * The exported lines' first look at what a JavaScript caller gave them (a report that is none, a finding read from JSON
+ * with a field missing): `USAGE` naming the call and the part, before a word is written. Each was a TypeError from
+ * inside (`Cannot read properties of null (reading 'line')`), or a line that said something else: a report whose `ok`
+ * was the string `'false'` had the verdict OK.
+ */
+type Fields = Record<string, unknown>;
+type FieldType = 'string' | 'number' | 'boolean';
+
+function objectArgument(value: unknown, call: string, name: string, shape: string): Fields {
+  if (typeof value !== 'object' || value === null)
+    throw auditUsage(`${call}: ${name} must be an object (${shape}), not ${shownValue(value)}`);
+  return value as Fields;
+}
+
+function checkFields(o: Fields, call: string, name: string, fields: Record<string, FieldType | `${FieldType}?`>): void {
+  for (const [key, wanted] of Object.entries(fields)) {
+    const type = wanted.replace('?', '');
+    const value = o[key];
+    if (typeof value === type || (wanted.endsWith('?') && value === undefined)) continue;
+    throw auditUsage(`${call}: ${name}.${key} must be a ${type}, not ${shownValue(value)}`);
+  }
+}
+
+function checkFinding(f: unknown, call: string, name: string): void {
+  const finding = objectArgument(f, call, name, "{ code, message, line?, seq? }: one of a report's findings");
+  checkFields(finding, call, name, { code: 'string', message: 'string', line: 'number?', seq: 'number?' });
+}
+
+/** A scope as the lines print it: absent, or an object whose values are text (a principal's, a session's id). */
+function checkScope(scope: unknown, call: string, name: string): void {
+  if (scope === undefined) return;
+  checkFields(objectArgument(scope, call, name, '{ principal?, session? }'), call, name, {
+    principal: 'string?',
+    session: 'string?',
+  });
+}
+
+/** The report's parts `describeVerdict` reads: `ok`, `counts`, and a bundle's `checked` scope when it has one. */
+function checkVerdictReport(value: unknown, paint: unknown): void {
+  const call = 'describeVerdict';
+  const r = objectArgument(value, call, 'the report', "verifyBundle's or verifyChain's report");
+  checkFields(r, call, 'the report', { ok: 'boolean' });
+  const counts = objectArgument(
+    r.counts,
+    call,
+    "the report's counts",
+    '{ lines, manifests, chains, findings, byCode }',
+  );
+  checkFields(counts, call, 'counts', {
+    lines: 'number',
+    manifests: 'number',
+    chains: 'number',
+    findings: 'number',
+    blobsChecked: 'number?',
+  });
+  objectArgument(counts.byCode, call, 'counts.byCode', 'a count per finding code');
+  if (r.checked !== undefined) {
+    const checked = objectArgument(r.checked, call, "the report's checked", "a bundle report's coverage");
+    checkFields(checked, call, 'checked', { bundle: 'string', scopeFrom: 'string' });
+    checkScope(checked.scope, call, 'checked.scope');
+  }
+  const p = objectArgument(paint, call, 'paint', '{ good(word), bad(word) }: functions');
+  if (typeof p.good !== 'function' || typeof p.bad !== 'function')
+    throw auditUsage(
+      `${call}: paint must be { good(word), bad(word) }: functions, not ${shownValue(p.good)} and ${shownValue(p.bad)}`,
+    );
+}
+
+/** The bundle report's parts `describeCoverage` reads: its `checked` coverage, its findings and their counts. */
+function checkCoverageReport(value: unknown, hints: unknown): void {
+  const call = 'describeCoverage';
+  const r = objectArgument(value, call, 'the report', "verifyBundle's report");
+  const checked = objectArgument(r.checked, call, "the report's checked", "a bundle report's coverage");
+  checkFields(checked, call, 'checked', {
+    blobs: 'boolean',
+    blobsRequired: 'boolean',
+    summaries: 'boolean',
+    scopeFrom: 'string',
+  });
+  checkScope(checked.scope, call, 'checked.scope');
+  const completeness = objectArgument(
+    checked.completeness,
+    call,
+    'checked.completeness',
+    '{ checked, sessions | reason }',
+  );
+  checkFields(completeness, call, 'checked.completeness', { checked: 'boolean' });
+  checkFields(
+    completeness,
+    call,
+    'checked.completeness',
+    completeness.checked ? { sessions: 'number' } : { reason: 'string' },
+  );
+  if (!Array.isArray(r.findings))
+    throw auditUsage(`${call}: the report's findings must be an array, not ${shownValue(r.findings)}`);
+  r.findings.forEach((f, i) => checkFinding(f, call, `findings[${i}]`));
+  const counts = objectArgument(
+    r.counts,
+    call,
+    "the report's counts",
+    '{ lines, manifests, chains, findings, byCode }',
+  );
+  objectArgument(counts.byCode, call, 'counts.byCode', 'a count per finding code');
+  checkFields(objectArgument(hints, call, 'hints', "{ requireBlobs, scope }: the settings' names"), call, 'hints', {
+    requireBlobs: 'string',
+    scope: 'string',
+  });
+}
+
+/**
+ * `  CODE (line N, seq S): message`
+ * @throws AuditError `USAGE` for a finding that is no object, or whose code or message is no string
+ */
 export function describeFinding(f: Finding): string {
+  checkFinding(f, 'describeFinding', 'the finding');
   const where = [f.line !== undefined ? `line ${f.line}` : undefined, f.seq !== undefined ? `seq ${f.seq}` : undefined]
     .filter(Boolean)
     .join(', ');
@@ -46,8 +161,10 @@ const plain: VerdictPaint = { good: (w) => w, bad: (w) => w };
 /**
  * `verdict: OK — …` or `verdict: FAILED — N findings (CODE n, …) in L lines`; a bundle's report adds how it was
  * checked and who chose the scope, when it has one: ` (filtered bundle: session s1, scope from auditor)`.
+ * @throws AuditError `USAGE` for a report (or `paint`) that is none: a part it reads missing or of another type
  */
 export function describeVerdict(r: AuditReport | BundleAuditReport, paint: VerdictPaint = plain): string {
+  checkVerdictReport(r, paint);
   const byCode = Object.entries(r.counts.byCode)
     .map(([code, n]) => `${code} ${n}`)
     .join(', ');
@@ -91,8 +208,10 @@ const CLI_HINTS: CoverageHints = { requireBlobs: '--require-blobs', scope: '--pr
 /**
  * `checked: signatures, chain rules, …`: what the audit checked and what it did not (blobs, the scope chains were
  * held to and who declared it, completeness), so a clean verdict never hides what the bundle left out.
+ * @throws AuditError `USAGE` for a report (or `hints`) that is none: a part it reads missing or of another type
  */
 export function describeCoverage(r: BundleAuditReport, hints: CoverageHints = CLI_HINTS): string {
+  checkCoverageReport(r, hints);
   const c = r.checked;
   const blobs = c.blobs
     ? `blobs${c.blobsRequired ? ' (required)' : ''}${c.summaries ? '' : ' (digests and sizes: NOT the summary schema, no checkSummary)'}`
