@@ -216,8 +216,12 @@ export interface MemoryBundleInput {
    * other typed array or a DataView (read over the same memory, not copied).
    */
   manifests: string | ArrayBuffer | ArrayBufferView;
-  /** A digest's bytes; given, the bundle is one with blobs. */
-  blobs?: ReadonlyMap<string, Uint8Array>;
+  /**
+   * A digest's bytes, in any of the forms `manifests` takes them (a Uint8Array or Buffer, an ArrayBuffer, another
+   * typed array or a DataView); given, the bundle is one with blobs.
+   */
+  blobs?: ReadonlyMap<string, ArrayBuffer | ArrayBufferView>;
+  /** A tree file's text (`checkpoint.note`, `proofs.jsonl`, …). */
   treeFiles?: Partial<Record<BundleTreeFile, string>>;
 }
 
@@ -229,11 +233,28 @@ const everyMemoryBundleField: NamesEveryField<MemoryBundleInput, typeof MEMORY_B
 void everyMemoryBundleField;
 
 /**
+ * A blob of `memoryBundleReader`'s `blobs` as bytes (over the same memory), `undefined` for none (not in the Map).
+ * @throws AuditError `USAGE` for a value that is no bytes
+ */
+function blobBytes(digest: unknown, value: unknown): Uint8Array | undefined {
+  if (value === undefined) return undefined;
+  const bytes = fileBytes(value);
+  if (bytes === undefined)
+    throw auditUsage(
+      `memoryBundleReader input: blobs' ${shownValue(digest, 80)} must be the blob's bytes (a Uint8Array, an ArrayBuffer, another typed array or a DataView), not ${shownValue(value)}`,
+    );
+  return bytes;
+}
+
+/**
  * A reader over values already in memory: fetched text in a browser, or test fixtures.
  * @throws AuditError `USAGE` for input that is no object, a field of a name it does not know (`manifest`, `blob`: an
  *   empty bundle, or one without its blobs, in place of the one meant) or one that throws as it is read, and
  *   `manifests` that are neither text nor bytes, a `header` that is no text (a parsed header), `blobs` that are no
- *   Map, `treeFiles` that are no object
+ *   Map or hold a value that is no bytes (text, null), `treeFiles` that are no object or hold a value that is no text.
+ *   A blob given as an ArrayBuffer or a DataView read as `undefined bytes` (BLOB_SIZE), one given as text failed the
+ *   audit with a StoreError of digestOf, a tree file given as bytes read as a malformed checkpoint: the caller's
+ *   slip reported as the bundle's fault.
  */
 export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
   // No input at all is told what it lacks; any other non-object is refused by readOptionFieldsAs, naming its type.
@@ -265,6 +286,15 @@ export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
     throw auditUsage(
       `memoryBundleReader input: treeFiles must be an object of file name to text, not ${shownValue(input.treeFiles)}`,
     );
+  for (const [name, text] of Object.entries(input.treeFiles ?? {}))
+    if (text !== undefined && typeof text !== 'string')
+      throw auditUsage(
+        `memoryBundleReader input: treeFiles[${shownValue(name)}] must be the file's text, not ${shownValue(text)}`,
+      );
+  // A Map's every value is looked at now, before any is read; one that only has `get` is, as each is read.
+  const blobMap = input.blobs as
+    { get(digest: string): unknown; entries?: () => Iterable<[unknown, unknown]> } | undefined;
+  if (typeof blobMap?.entries === 'function') for (const [digest, value] of blobMap.entries()) blobBytes(digest, value);
   const bytes = manifestBytes ?? new TextEncoder().encode(input.manifests as string);
   const reader: BundleReader = {
     header: async () => input.header,
@@ -274,10 +304,9 @@ export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
     manifestsSize: async () => bytes.length,
     treeFile: async (name) => input.treeFiles?.[name],
   };
-  const blobs = input.blobs;
-  if (blobs) {
+  if (blobMap) {
     reader.readBlob = async (digest, maxBytes) => {
-      const b = blobs.get(digest);
+      const b = blobBytes(digest, blobMap.get(digest));
       if (!b) return undefined;
       return b.length > maxBytes ? { size: b.length } : { size: b.length, bytes: b };
     };
