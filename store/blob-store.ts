@@ -4,7 +4,15 @@
  * the same conformance suite (test/conformance/blob-store.ts).
  */
 import { digestHex, type Digest } from './hash/digest.js';
-import { isUint8Array, readOptionFields, refuseNonSignal, shownValue, StoreError, throwIfAborted } from './errors.js';
+import {
+  isUint8Array,
+  readOptionFields,
+  refuseNonSignal,
+  shownBytes,
+  shownValue,
+  StoreError,
+  throwIfAborted,
+} from './errors.js';
 
 export interface BlobInfo {
   digest: Digest;
@@ -184,7 +192,7 @@ function isIterable(value: unknown): value is AsyncIterable<unknown> {
 async function* metered(source: AsyncIterable<unknown>, limits: WriteLimits): AsyncIterable<Uint8Array> {
   let size = 0;
   for await (const chunk of source) {
-    if (!isUint8Array(chunk)) throw invalid('a blob source must yield Uint8Array chunks');
+    if (!isUint8Array(chunk)) throw invalid(`a blob source must yield Uint8Array chunks, not ${shownBytes(chunk)}`);
     size += chunk.length;
     if (size > limits.limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limits.limit} bytes`);
     throwIfAborted(limits.signal);
@@ -217,7 +225,9 @@ export abstract class AbstractBlobStore implements BlobStore {
         throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limits.limit}`);
       return this._put(source, limits);
     }
-    if (!isIterable(source)) throw invalid('a blob source must be a Uint8Array or an AsyncIterable of them');
+    // Another view (a Uint16Array is iterable: of numbers) or a bare buffer is named as what it is, not as its first number.
+    if (!isIterable(source) || ArrayBuffer.isView(source))
+      throw invalid(`a blob source must be a Uint8Array or an AsyncIterable of them, not ${shownBytes(source)}`);
     return this._put(metered(source, limits), limits);
   }
 

@@ -282,6 +282,61 @@ export function shownValue(value: unknown, max = 40): string {
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
+/** The own `byteLength` getters of ArrayBuffer and SharedArrayBuffer: each throws for anything that is not one. */
+const arrayBufferLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength')!.get!;
+// A browser page that is not cross-origin isolated has no SharedArrayBuffer at all: then nothing is one.
+const sharedBufferLength =
+  typeof SharedArrayBuffer === 'function'
+    ? Object.getOwnPropertyDescriptor(SharedArrayBuffer.prototype, 'byteLength')!.get!
+    : undefined;
+
+const hasBrand = (getter: (() => unknown) | undefined, value: unknown): boolean => {
+  if (getter === undefined) return false;
+  try {
+    getter.call(value);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Which buffer `value` is, of this realm or another, by its brand (an object that only names itself one with
+ * `Symbol.toStringTag` is none): an `ArrayBuffer`, a `SharedArrayBuffer`, or neither (`undefined`).
+ */
+export function bufferKind(value: unknown): 'ArrayBuffer' | 'SharedArrayBuffer' | undefined {
+  if (hasBrand(arrayBufferLength, value)) return 'ArrayBuffer';
+  if (hasBrand(sharedBufferLength, value)) return 'SharedArrayBuffer';
+  return undefined;
+}
+
+/**
+ * The bytes of an ArrayBuffer or a SharedArrayBuffer (of any realm) as a Uint8Array over the same memory, else
+ * `undefined`. A detached ArrayBuffer (transferred away) holds no bytes: empty (a Uint8Array over it would throw).
+ */
+export function bufferBytes(value: unknown): Uint8Array | undefined {
+  if (hasBrand(arrayBufferLength, value))
+    return arrayBufferLength.call(value) === 0 ? new Uint8Array(0) : new Uint8Array(value as ArrayBuffer);
+  if (hasBrand(sharedBufferLength, value)) return new Uint8Array(value as SharedArrayBuffer);
+  return undefined;
+}
+
+/**
+ * What a refusal of bytes names a value as: a buffer or a view by its kind (`an ArrayBuffer (a Uint8Array over it is
+ * bytes: new Uint8Array(buffer))`, `a DataView`), so the caller is told what to pass, anything else as `shownValue`
+ * names it.
+ */
+export function shownBytes(value: unknown): string {
+  const kind = bufferKind(value);
+  if (kind !== undefined)
+    return `${kind === 'ArrayBuffer' ? 'an' : 'a'} ${kind} (a Uint8Array over it is bytes: new Uint8Array(buffer))`;
+  if (ArrayBuffer.isView(value)) {
+    const type = typedArrayName.call(value) as string | undefined;
+    return `a ${type ?? 'DataView'}`;
+  }
+  return shownValue(value);
+}
+
 /**
  * An argument a primitive takes as bytes, as its type says: a Uint8Array (a Node Buffer is one), of `length` bytes
  * when given. Anything else (undefined, a string, an ArrayBuffer, an array of numbers) is `INVALID_ARGUMENT` naming
@@ -308,7 +363,7 @@ export function checkBytesArgument(
   length?: number,
 ): asserts value is Uint8Array {
   if (!isUint8Array(value))
-    throw new Class('INVALID_ARGUMENT', `${name} must be a Uint8Array, not ${shownValue(value)}`);
+    throw new Class('INVALID_ARGUMENT', `${name} must be a Uint8Array, not ${shownBytes(value)}`);
   if (length !== undefined && value.length !== length)
     throw new Class('INVALID_ARGUMENT', `${name} must be ${length} bytes, not ${value.length}`);
 }

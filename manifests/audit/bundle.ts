@@ -212,15 +212,15 @@ export interface MemoryBundleInput {
    */
   header?: string;
   /**
-   * manifests.jsonl's text or bytes: an ArrayBuffer (`await response.arrayBuffer()`), a Uint8Array or Node Buffer, any
-   * other typed array or a DataView (read over the same memory, not copied).
+   * manifests.jsonl's text or bytes: an ArrayBuffer (`await response.arrayBuffer()`) or a SharedArrayBuffer, a
+   * Uint8Array or Node Buffer, any other typed array or a DataView (read over the same memory, not copied).
    */
-  manifests: string | ArrayBuffer | ArrayBufferView;
+  manifests: string | ArrayBufferLike | ArrayBufferView;
   /**
    * A digest's bytes, in any of the forms `manifests` takes them (a Uint8Array or Buffer, an ArrayBuffer, another
    * typed array or a DataView); given, the bundle is one with blobs.
    */
-  blobs?: ReadonlyMap<string, ArrayBuffer | ArrayBufferView>;
+  blobs?: ReadonlyMap<string, ArrayBufferLike | ArrayBufferView>;
   /** A tree file's text (`checkpoint.note`, `proofs.jsonl`, …). */
   treeFiles?: Partial<Record<BundleTreeFile, string>>;
 }

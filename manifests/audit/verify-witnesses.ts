@@ -48,7 +48,7 @@ const hex8 = (n: number) => n.toString(16).padStart(8, '0');
  * TypeError once: `text.split is not a function`); bytes are read as the CLI reads the file (`readFileSync(file,
  * 'utf8')`: one that is not UTF-8 becomes U+FFFD)
  */
-export function parseWitnessKeys(file: string | ArrayBuffer | ArrayBufferView): CosignerKey[] {
+export function parseWitnessKeys(file: string | ArrayBufferLike | ArrayBufferView): CosignerKey[] {
   const given: unknown = file;
   const bytes = fileBytes(given);
   const text = bytes === undefined ? given : fileText(bytes);

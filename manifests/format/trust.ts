@@ -148,7 +148,7 @@ export const MAX_TRUST_FILE_BYTES = 16 * 1024 * 1024;
  *   schema; bytes are read as the CLI reads a trust file, `readFileSync(file, 'utf8')`: one that is not UTF-8 becomes
  *   U+FFFD)
  */
-export function parseTrustStore(input: string | ArrayBuffer | ArrayBufferView | unknown): TrustStore {
+export function parseTrustStore(input: string | ArrayBufferLike | ArrayBufferView | unknown): TrustStore {
   let value = input;
   // A file's bytes are its text (they were refused, and before that judged as an object: 'version: expected 1').
   const bytes = fileBytes(input);

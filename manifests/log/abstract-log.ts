@@ -5,7 +5,14 @@
  * scheme can be confused by a separator inside one. Isomorphic.
  */
 import { isDigest, type Digest } from '../../store/hash/digest.js';
-import { isUint8Array, readOptionFields, refuseNonSignal, shownValue, throwIfAborted } from '../../store/errors.js';
+import {
+  isUint8Array,
+  readOptionFields,
+  refuseNonSignal,
+  shownBytes,
+  shownValue,
+  throwIfAborted,
+} from '../../store/errors.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
 import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, indexFacts, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
@@ -208,7 +215,8 @@ function checkRequest(request: unknown): AppendRequest {
       'allowed',
     );
     const digest = checkDigest(blob.digest, 'blob.digest');
-    if (!isUint8Array(blob.bytes)) throw new ManifestError('INVALID_ARGUMENT', 'blob.bytes must be a Uint8Array');
+    if (!isUint8Array(blob.bytes))
+      throw new ManifestError('INVALID_ARGUMENT', `blob.bytes must be a Uint8Array, not ${shownBytes(blob.bytes)}`);
     checked.blob = { digest, bytes: blob.bytes };
   }
   if (r.signed !== undefined) {
