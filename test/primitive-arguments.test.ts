@@ -49,7 +49,13 @@ import {
   verifySessionHead,
   witnessDigest,
 } from '../manifests/audit/index.js';
-import { cosignerKeyHash } from '../manifests/crypto/cosignature.js';
+import {
+  cosignCheckpoint,
+  cosignerKeyHash,
+  checkCosignatures,
+  encodeCosignerKey,
+  parseCosignerKey,
+} from '../manifests/crypto/cosignature.js';
 import { fixedBlocks } from '../store/blocks.js';
 import {
   nodeName,
@@ -284,6 +290,47 @@ describe('session heads and trust lookups', () => {
       code: 'KEY_UNTRUSTED',
     });
     expect(checkpointVerifiers({ version: 1, keys: [] })).toEqual([]);
+  });
+});
+
+describe('checkCosignatures', () => {
+  it('pinned keys that are none are KEY_INVALID, a verifier that is none INVALID_ARGUMENT, before a line is read', async () => {
+    const witness = { name: 'w.example', publicKey: signer.publicKey, sign: (m: Uint8Array) => signer.sign(m) };
+    const body = formatCheckpoint({
+      origin: 'log.example/a',
+      size: 1,
+      root: leafHash(new Uint8Array(1)),
+      extensions: [],
+    });
+    const note = `${body}\n${await cosignCheckpoint(body, witness, 1_767_225_600)}`;
+    const key = parseCosignerKey(encodeCosignerKey(witness.name, witness.publicKey));
+    expect(checkCosignatures(note, [key]).valid).toHaveLength(1);
+    // A list that was none failed as `witnesses.find is not a function`; a key without its bytes reported the
+    // witness's valid cosignature as one that does not verify.
+    for (const bad of [
+      undefined,
+      null,
+      5,
+      {},
+      'w.example',
+      [null],
+      [{ ...key, publicKey: undefined }],
+      [{ ...key, name: 5 }],
+    ])
+      expect(await refusal(() => checkCosignatures(note, bad as never)), JSON.stringify(bad)).toMatchObject({
+        name: 'ManifestError',
+        code: 'KEY_INVALID',
+        message: expect.stringMatching(
+          /^checkCosignatures: the pinned witness keys must be a list of \{ name, keyHash/,
+        ) as string,
+      });
+    for (const bad of [null, 5, {}, { verify: true }])
+      expect(await refusal(() => checkCosignatures(note, [key], bad as never)), JSON.stringify(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^checkCosignatures: the verifier must be a SignatureVerifier/) as string,
+      });
+    // A note that is no text has no cosignature (hostile input, never an exception), whatever its keys.
+    expect(checkCosignatures(5 as never, [key])).toEqual({ valid: [], invalid: [] });
   });
 });
 

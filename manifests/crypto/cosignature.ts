@@ -8,7 +8,7 @@
  */
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
-import { isUint8Array } from '../../store/errors.js';
+import { isUint8Array, shownValue } from '../../store/errors.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 import {
   ed25519KeyHash,
@@ -117,15 +117,48 @@ export interface CosignatureCheck {
 }
 
 /**
+ * The caller's pinned keys and verifier, looked at before a line is read: keys that are no list of `{ name, keyHash,
+ * publicKey }` (as `parseWitnessKeys` gives them) are `KEY_INVALID`, as `witnessDigest` refuses them, a verifier
+ * without `verify` `INVALID_ARGUMENT`. Keys that were none failed as `witnesses.find is not a function` once a line
+ * named a witness, and a key without its 32 bytes reported that witness's good cosignature as one that does not verify.
+ */
+function checkPinned(witnesses: unknown, verifier: unknown): void {
+  const isKey = (k: unknown): boolean => {
+    const key = k as Partial<CosignerKey> | null;
+    return (
+      typeof key === 'object' &&
+      key !== null &&
+      typeof key.name === 'string' &&
+      Number.isSafeInteger(key.keyHash) &&
+      isUint8Array(key.publicKey) &&
+      key.publicKey.length === 32
+    );
+  };
+  if (!Array.isArray(witnesses) || !witnesses.every(isKey))
+    throw new ManifestError(
+      'KEY_INVALID',
+      'checkCosignatures: the pinned witness keys must be a list of { name, keyHash, publicKey } (read them with parseWitnessKeys)',
+    );
+  if (typeof (verifier as Partial<SignatureVerifier> | null)?.verify !== 'function')
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `checkCosignatures: the verifier must be a SignatureVerifier { verify(signature, message, publicKey) }, not ${shownValue(verifier)}`,
+    );
+}
+
+/**
  * Checks the cosignatures of a signed note against pinned witness keys. Lines by other keys (the log's own
  * signature, unknown witnesses) are ignored, as the spec demands; the note must already be well formed
- * (open it with `openNote` first). Never throws on hostile lines: a bad one by a pinned key is reported.
+ * (open it with `openNote` first). Never throws on hostile lines: a bad one by a pinned key is reported, and a note
+ * that is no text has no cosignature.
+ * @throws ManifestError `KEY_INVALID` for pinned keys that are none, `INVALID_ARGUMENT` for a verifier that is none
  */
 export function checkCosignatures(
   note: string,
   witnesses: CosignerKey[],
   verifier: SignatureVerifier = nobleVerifier,
 ): CosignatureCheck {
+  checkPinned(witnesses, verifier);
   const out: CosignatureCheck = { valid: [], invalid: [] };
   const split = typeof note === 'string' ? note.lastIndexOf('\n\n') : -1;
   if (split < 0) return out;
