@@ -44,6 +44,7 @@ import {
   parseBundleHeader,
   rootFromInclusionProof,
   sessionHeadsRoot,
+  storedSummaryProblem,
   verifyConsistency,
   verifyInclusion,
   verifySessionHead,
@@ -290,6 +291,27 @@ describe('session heads and trust lookups', () => {
       code: 'KEY_UNTRUSTED',
     });
     expect(checkpointVerifiers({ version: 1, keys: [] })).toEqual([]);
+  });
+});
+
+describe('storedSummaryProblem', () => {
+  it('refuses what is no bytes (it said `not UTF-8 JSON`, of JSON text too) and judges bytes in any form alike', async () => {
+    const json = JSON.stringify({ task: 't', state: 's', nextSteps: [] });
+    const bytes = new TextEncoder().encode(json);
+    const verdict = storedSummaryProblem(bytes);
+    for (const bad of [undefined, null, 5, json, JSON.parse(json) as unknown, [1, 2]])
+      expect(await refusal(() => storedSummaryProblem(bad as never)), String(bad)).toMatchObject({
+        name: 'ManifestError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(
+          /^storedSummaryProblem: the stored summary must be its bytes \(a Uint8Array\), not /,
+        ) as string,
+      });
+    expect(storedSummaryProblem(bytes.slice().buffer as never)).toBe(verdict);
+    expect(storedSummaryProblem(Buffer.from(json))).toBe(verdict);
+    expect(storedSummaryProblem(new TextEncoder().encode('{'))).toBe(
+      'SUMMARY_INVALID: stored summary is not UTF-8 JSON',
+    );
   });
 });
 

@@ -4,6 +4,9 @@
  * resume apply (src/summary/summary.ts turns a problem into a LedgerError).
  */
 import { z } from 'zod';
+import { shownBytes } from '../../store/errors.js';
+import { fileBytes } from '../encoding/file-bytes.js';
+import { ManifestError } from '../errors.js';
 
 /**
  * Rules the validator enforces beyond types, as JSON Schema patterns, so that every schema form tells
@@ -104,12 +107,21 @@ const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * The auditor's summary check (audit step 7): stored bytes, already digest-verified, as `CODE: message`
- * when they are not a summary publish would have accepted, else undefined.
+ * when they are not a summary publish would have accepted, else undefined. The bytes in any form a file's are taken
+ * (a Uint8Array, an ArrayBuffer, another view); anything else from a JavaScript caller (the summary's text, its parsed
+ * object) is refused, not judged: it was `not UTF-8 JSON`, text that is JSON included.
+ * @throws ManifestError `INVALID_ARGUMENT` for an argument that is no bytes
  */
 export function storedSummaryProblem(bytes: Uint8Array): string | undefined {
+  const stored = fileBytes(bytes);
+  if (stored === undefined)
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `storedSummaryProblem: the stored summary must be its bytes (a Uint8Array), not ${shownBytes(bytes)}`,
+    );
   let value: unknown;
   try {
-    value = JSON.parse(decoder.decode(bytes));
+    value = JSON.parse(decoder.decode(stored));
   } catch {
     return 'SUMMARY_INVALID: stored summary is not UTF-8 JSON';
   }
