@@ -65,7 +65,7 @@ import {
   type HeadsNode,
   type HeadsNodeReader,
 } from '../manifests/tlog/session-heads.js';
-import { exportBundle, LocalSigner, generateJwk, openLedger } from '../src/index.js';
+import { defaultRoot, exportBundle, LocalSigner, generateJwk, openLedger } from '../src/index.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const NOT_BYTES: unknown[] = [undefined, null, 5, 'abc', {}, [1, 2, 3], new ArrayBuffer(32)];
@@ -291,6 +291,27 @@ describe('session heads and trust lookups', () => {
       code: 'KEY_UNTRUSTED',
     });
     expect(checkpointVerifiers({ version: 1, keys: [] })).toEqual([]);
+  });
+});
+
+describe('defaultRoot', () => {
+  it('refuses an env that is no object, or a root variable that is no text (null was a TypeError, 5 the home root)', async () => {
+    for (const bad of [5, 'HANDOFF_LEDGER_ROOT=/x', true])
+      expect(await refusal(() => defaultRoot(bad as never)), String(bad)).toMatchObject({
+        name: 'LedgerError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^defaultRoot: env must be an object of environment variables/) as string,
+      });
+    for (const env of [{ HANDOFF_LEDGER_ROOT: 5 }, { XDG_STATE_HOME: {} }])
+      expect(await refusal(() => defaultRoot(env as never)), JSON.stringify(env)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(
+          /^defaultRoot: env\.(HANDOFF_LEDGER_ROOT|XDG_STATE_HOME) must be text, not /,
+        ) as string,
+      });
+    expect(defaultRoot({ HANDOFF_LEDGER_ROOT: '/srv/ledger' })).toBe('/srv/ledger');
+    expect(defaultRoot({ HANDOFF_LEDGER_ROOT: '', XDG_STATE_HOME: '/state' })).toBe(join('/state', 'handoff-ledger'));
+    expect(defaultRoot(null as never)).toBe(defaultRoot());
   });
 });
 

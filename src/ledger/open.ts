@@ -52,7 +52,25 @@ import { readRootFormat, writeRootFormat, type RootFormat } from './root-format.
 
 export type { OpenLedgerOptions } from './options.js';
 
+/**
+ * The store's root when none is given: `$HANDOFF_LEDGER_ROOT` (when set and not empty), else
+ * `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`, read from `env` (`process.env` when absent, `undefined` or `null`).
+ * @throws LedgerError `INVALID_ARGUMENT` for an `env` that is no object, or one of those two variables that is set to
+ *   something other than text: `null` was a TypeError, a number or a string read as an environment without them (the
+ *   home directory's root, whatever the real environment says)
+ */
 export function defaultRoot(env: NodeJS.ProcessEnv = process.env): string {
+  const given = (env ?? process.env) as unknown;
+  if (typeof given !== 'object' || given === null)
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `defaultRoot: env must be an object of environment variables (process.env), not ${shownValue(given)}`,
+    );
+  const vars = given as Record<string, unknown>;
+  for (const name of ['HANDOFF_LEDGER_ROOT', 'XDG_STATE_HOME'])
+    if (vars[name] !== undefined && typeof vars[name] !== 'string')
+      throw new LedgerError('INVALID_ARGUMENT', `defaultRoot: env.${name} must be text, not ${shownValue(vars[name])}`);
+  env = vars as NodeJS.ProcessEnv;
   if (env.HANDOFF_LEDGER_ROOT) return env.HANDOFF_LEDGER_ROOT;
   const state = env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
   return join(state, 'handoff-ledger');
