@@ -33,7 +33,9 @@ import {
   nobleVerifier,
   nodeVerifier,
   noteKeyHash,
+  openNote,
   pae,
+  parseVerifierKey,
   serializeEnvelope,
   signEnvelope,
   signNote,
@@ -291,6 +293,64 @@ describe('session heads and trust lookups', () => {
       code: 'KEY_UNTRUSTED',
     });
     expect(checkpointVerifiers({ version: 1, keys: [] })).toEqual([]);
+  });
+});
+
+describe("openNote and checkpointVerifiers: the caller's keys, verifier and options", () => {
+  const body = formatCheckpoint({
+    origin: 'log.example/a',
+    size: 1,
+    root: leafHash(new Uint8Array(1)),
+    extensions: [],
+  });
+  const key = parseVerifierKey(encodeVerifierKey(noteSigner.name, noteSigner.publicKey));
+
+  it('openNote refuses known keys that are no list of keys, or a verifier that is none (TypeErrors once a line was read)', async () => {
+    const note = await signNote(body, [noteSigner]);
+    expect(openNote(note, [key]).text).toBe(body);
+    for (const bad of [undefined, null, 5, 'log.example/a', {}, [null], [{ ...key, publicKey: undefined }]])
+      expect(await refusal(() => openNote(note, bad as never)), JSON.stringify(bad)).toMatchObject({
+        name: 'ManifestError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(
+          /^openNote: the known keys must be a list of \{ name, keyHash, publicKey \}/,
+        ) as string,
+      });
+    for (const bad of [null, 5, {}, { verify: 'yes' }])
+      expect(await refusal(() => openNote(note, [key], bad as never)), JSON.stringify(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^openNote: the verifier must be a SignatureVerifier/) as string,
+      });
+  });
+
+  it('checkpointVerifiers refuses an origin that is no text (it matched no key) and options that are none', async () => {
+    const trust = {
+      version: 1 as const,
+      keys: [],
+      checkpointKeys: [
+        {
+          host: 'h',
+          keyId: keyIdOf(noteSigner.publicKey),
+          vkey: encodeVerifierKey(noteSigner.name, noteSigner.publicKey),
+          notBefore: '2026-01-01T00:00:00.000Z',
+        },
+      ],
+    };
+    expect(checkpointVerifiers(trust, 'log.example/a')).toEqual([key]);
+    for (const bad of [null, 5, {}])
+      expect(await refusal(() => checkpointVerifiers(trust, bad as never)), JSON.stringify(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^checkpointVerifiers: origin must be a log's name \(text\)/) as string,
+      });
+    // null options were a TypeError; a withRevoked of 'false' was read as no.
+    expect(checkpointVerifiers(trust, undefined, null as never)).toEqual([key]);
+    for (const bad of [5, 'x', { withRevoked: 'true' }, { withrevoked: true }])
+      expect(
+        await refusal(() => checkpointVerifiers(trust, undefined, bad as never)),
+        JSON.stringify(bad),
+      ).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
   });
 });
 

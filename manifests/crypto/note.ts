@@ -268,16 +268,48 @@ export async function signNote(text: string, signers: NoteSigner[]): Promise<str
 }
 
 /**
+ * The caller's known keys and verifier, looked at before the note is read: keys that are no list of `{ name, keyHash,
+ * publicKey }` (as `parseVerifierKey` and `checkpointVerifiers` give them) or a verifier without `verify` are
+ * `INVALID_ARGUMENT`. Each was a TypeError once a signature line was read (`known.find is not a function`), and a key
+ * without its 32 bytes failed a note its key signed as `NOTE_SIGNATURE_INVALID`.
+ */
+function checkKnownKeys(known: unknown, verifier: unknown): void {
+  const isKey = (k: unknown): boolean => {
+    const key = k as Partial<NoteVerifierKey> | null;
+    return (
+      typeof key === 'object' &&
+      key !== null &&
+      typeof key.name === 'string' &&
+      Number.isSafeInteger(key.keyHash) &&
+      isUint8Array(key.publicKey) &&
+      key.publicKey.length === 32
+    );
+  };
+  if (!Array.isArray(known) || !known.every(isKey))
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `openNote: the known keys must be a list of { name, keyHash, publicKey } (read them with parseVerifierKey or checkpointVerifiers), not ${Array.isArray(known) ? 'a list holding another value' : shownValue(known)}`,
+    );
+  if (typeof (verifier as Partial<SignatureVerifier> | null)?.verify !== 'function')
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `openNote: the verifier must be a SignatureVerifier { verify(signature, message, publicKey) }, not ${shownValue(verifier)}`,
+    );
+}
+
+/**
  * Opens a signed note: parses it strictly and verifies every signature by a known key (Go's note.Open
  * rules: unknown keys are set aside, a bad signature by a known key fails the note, at least one known
  * signature is required, repeated signatures are ignored).
- * @throws ManifestError `NOTE_MALFORMED`, `NOTE_SIGNATURE_INVALID`, `NOTE_UNVERIFIED`
+ * @throws ManifestError `NOTE_MALFORMED`, `NOTE_SIGNATURE_INVALID`, `NOTE_UNVERIFIED`; `INVALID_ARGUMENT` for known
+ *   keys that are no list of keys or a verifier that is none
  */
 export function openNote(
   note: string,
   known: NoteVerifierKey[],
   verifier: SignatureVerifier = nobleVerifier,
 ): OpenedNote {
+  checkKnownKeys(known, verifier);
   const malformed = (why: string) => new ManifestError('NOTE_MALFORMED', `malformed note: ${why}`);
   if (typeof note !== 'string') throw malformed('not text');
   if (note.length > MAX_NOTE_BYTES) throw malformed(`over ${MAX_NOTE_BYTES} bytes`);

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
-import { checkBytesArgument } from '../../store/errors.js';
+import { checkBooleanOption, checkBytesArgument, readOptionFields, shownValue } from '../../store/errors.js';
 import { decodeBase64Url } from '../encoding/base64.js';
 import { fileBytes, fileText } from '../encoding/file-bytes.js';
 import { canonicalBytes } from '../encoding/canonical.js';
@@ -111,7 +111,8 @@ export const checkpointRevocationKey = (k: { host: string; vkey: string }): stri
  * its host revokes in any listing is left out (`revokedCheckpointListings`). `withRevoked` adds the revoked ones: only
  * for a ledger reading back the pin in its own root (see CheckpointGuard).
  * @throws ManifestError `TRUST_INVALID` for a store built by hand that is none (as `trustDigest`; it was a TypeError,
- *   `Cannot read properties of null (reading 'checkpointKeys')`), `KEY_INVALID` for a verifier key that does not parse
+ *   `Cannot read properties of null (reading 'checkpointKeys')`), `KEY_INVALID` for a verifier key that does not parse,
+ *   `INVALID_ARGUMENT` for an origin that is no text or options that are none (`withRevoked` not true or false)
  */
 export function checkpointVerifiers(
   trust: TrustStore,
@@ -120,7 +121,17 @@ export function checkpointVerifiers(
 ): NoteVerifierKey[] {
   checkStoreObject(trust);
   checkStoreList(trust.checkpointKeys, 'checkpointKeys');
-  const revoked = options.withRevoked === true ? new Set<string>() : revokedCheckpointListings(trust);
+  // An origin that is no text matched no key (none to verify with); options that were null a TypeError.
+  if (origin !== undefined && typeof origin !== 'string')
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `checkpointVerifiers: origin must be a log's name (text), or absent for every origin, not ${shownValue(origin)}`,
+    );
+  const { withRevoked } = readOptionFields(options, ['withRevoked'], 'checkpointVerifiers options', ManifestError);
+  const revoked =
+    checkBooleanOption(withRevoked, 'checkpointVerifiers: withRevoked', ManifestError) === true
+      ? new Set<string>()
+      : revokedCheckpointListings(trust);
   return (trust.checkpointKeys ?? [])
     .filter((k) => !revoked.has(checkpointRevocationKey(k)))
     .map((k) => parseVerifierKey(k.vkey))
