@@ -344,6 +344,49 @@ export const BUNDLE_FIELDS = [
 const everyBundleField: NamesEveryField<VerifyBundleOptions, typeof BUNDLE_FIELDS> = true;
 void everyBundleField;
 
+/**
+ * The options both audits share, as their types say, before any line is read: each is `USAGE` naming it. A verifier
+ * without `verify` failed every signature check, so that each valid manifest was reported `MANIFEST_INVALID` (a
+ * caller's slip read as a tampered bundle); a line verifier without `verifyLines`, or an `onProgress` that is no
+ * function, was a TypeError; a scope that is no object was no scope at all, and a `maxFindings` or `batchSize` that
+ * is no count was taken as one.
+ */
+function checkChainOptions(options: VerifyChainOptions, what: string): void {
+  const refuse = (name: string, wanted: string, value: unknown) =>
+    auditUsage(`${what}'s ${name} must be ${wanted}, not ${shownValue(value)}`);
+  const { verifier, lineVerifier, scope, maxFindings, batchSize, onProgress } = options as Partial<
+    Record<keyof VerifyChainOptions, unknown>
+  >;
+  if (verifier !== undefined && typeof (verifier as Partial<SignatureVerifier> | null)?.verify !== 'function')
+    throw refuse('verifier', 'a SignatureVerifier { verify(signature, message, publicKey) }', verifier);
+  if (lineVerifier !== undefined) {
+    const v = lineVerifier as Partial<LineVerifier> | null;
+    if (
+      typeof v?.verifyLines !== 'function' ||
+      typeof v.close !== 'function' ||
+      !Number.isSafeInteger(v.concurrency) ||
+      (v.concurrency as number) < 1
+    )
+      throw refuse('lineVerifier', 'a LineVerifier { concurrency, verifyLines(batch), close() }', lineVerifier);
+  }
+  if (scope !== undefined) {
+    const sc = scope as Partial<Record<keyof AuditScope, unknown>> | null;
+    if (
+      typeof sc !== 'object' ||
+      sc === null ||
+      (sc.session !== undefined && typeof sc.session !== 'string') ||
+      (sc.principal !== undefined && typeof sc.principal !== 'string')
+    )
+      throw refuse('scope', '{ session?, principal? } of ids', scope);
+  }
+  if (maxFindings !== undefined && (!Number.isSafeInteger(maxFindings) || (maxFindings as number) < 0))
+    throw refuse('maxFindings', 'a whole number from 0', maxFindings);
+  if (batchSize !== undefined && (!Number.isSafeInteger(batchSize) || (batchSize as number) < 1))
+    throw refuse('batchSize', 'a whole number from 1', batchSize);
+  if (onProgress !== undefined && typeof onProgress !== 'function')
+    throw refuse('onProgress', 'a function', onProgress);
+}
+
 const isSyncIterable = (lines: Iterable<string> | AsyncIterable<string>): lines is Iterable<string> =>
   typeof (lines as Iterable<string>)[Symbol.iterator] === 'function';
 
@@ -405,6 +448,7 @@ export async function verifyChain(
       }`,
     );
   options = readAuditOptions<VerifyChainOptions>(options, CHAIN_FIELDS, 'verifyChain');
+  checkChainOptions(options, 'verifyChain');
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const { chains: tracker, lines: count, verified } = await verifyLines(runsOf(lines), options, sink);
   return report(sink, count, verified, tracker.finish(options.scope), 0);
@@ -577,6 +621,7 @@ export async function verifyBundleAs(
   if (notReader !== undefined)
     throw auditUsage(`verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)${notReader}`);
   options = readAuditOptions<VerifyBundleOptions>(options, BUNDLE_FIELDS, 'verifyBundle');
+  checkChainOptions(options, 'verifyBundle');
   if (options.expect !== undefined && options.expect !== 'full' && options.expect !== 'filtered')
     throw auditUsage(`verifyBundle's expect must be 'full' or 'filtered', not ${shownValue(options.expect)}`);
   if (options.witnesses) {

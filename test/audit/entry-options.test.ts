@@ -7,7 +7,10 @@
 import { describe, expect, it } from 'vitest';
 import { auditBundle, createWorkerLineVerifier, isHandoffLedgerError } from '../../src/index.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
-import { trustOf } from '../support/bundle-builder.js';
+import { inlineLineVerifier } from '../../manifests/audit/verify-line.js';
+import { verifyBundle, verifyChain } from '../../manifests/audit/verify-chain.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
+import { buildBundle, jsonl, trustOf } from '../support/bundle-builder.js';
 
 async function refusal(call: () => Promise<unknown>): Promise<unknown> {
   try {
@@ -64,5 +67,55 @@ describe('the auditing entry points refuse options that are not what their types
       const pool = await createWorkerLineVerifier(options);
       await pool.close();
     }
+  });
+});
+
+describe("verifyChain's and verifyBundle's shared options, as their types say: USAGE naming the option", () => {
+  const valid = { concurrency: 1, verifyLines: async () => [], close: async () => {} };
+  // A verifier without verify reported every valid manifest MANIFEST_INVALID; a line verifier without verifyLines and
+  // an onProgress that is no function were TypeErrors; a scope that is no object was no scope.
+  const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+    ['verifier {}', { verifier: {} }, /'s verifier must be a SignatureVerifier/],
+    ['verifier 5', { verifier: 5 }, /'s verifier must be a SignatureVerifier .*, not 5$/],
+    ['lineVerifier {}', { lineVerifier: {} }, /'s lineVerifier must be a LineVerifier/],
+    ['lineVerifier concurrency 0', { lineVerifier: { ...valid, concurrency: 0 } }, /'s lineVerifier must be/],
+    ['scope 5', { scope: 5 }, /'s scope must be \{ session\?, principal\? \} of ids, not 5$/],
+    ['scope session 5', { scope: { session: 5 } }, /'s scope must be/],
+    ['maxFindings text', { maxFindings: '10' }, /'s maxFindings must be a whole number from 0, not "10"$/],
+    ['batchSize 0', { batchSize: 0 }, /'s batchSize must be a whole number from 1, not 0$/],
+    ['onProgress 5', { onProgress: 5 }, /'s onProgress must be a function, not 5$/],
+  ];
+  it.each(cases)('%s', async (_name, extra, message) => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    for (const [what, run] of [
+      ['verifyChain', () => verifyChain(b.lines, { trust: b.trust, ...extra } as never)],
+      [
+        'verifyBundle',
+        () => verifyBundle(memoryBundleReader({ manifests: jsonl(b.lines) }), { trust: b.trust, ...extra } as never),
+      ],
+    ] as const) {
+      const err = await refusal(run);
+      expect(isHandoffLedgerError(err), `${what}: ${String(err)}`).toBe(true);
+      expect(err, what).toMatchObject({
+        name: 'AuditError',
+        code: 'USAGE',
+        message: expect.stringMatching(new RegExp(`^${what}${message.source}`)) as string,
+      });
+    }
+  });
+
+  it('what the types allow is taken as ever', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const progress: number[] = [];
+    const r = await verifyChain(b.lines, {
+      trust: b.trust,
+      verifier: nodeVerifier,
+      lineVerifier: inlineLineVerifier({ trust: b.trust, verifier: nodeVerifier }),
+      scope: { session: 's1' },
+      maxFindings: 0,
+      batchSize: 1,
+      onProgress: (p) => progress.push(p.lines),
+    });
+    expect(r).toMatchObject({ ok: true, counts: { manifests: 2 } });
   });
 });
