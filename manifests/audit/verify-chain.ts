@@ -29,6 +29,7 @@ import { shownValue, type NamesEveryField } from '../../store/errors.js';
 import { counted } from '../encoding/printable.js';
 import { ChainTracker, type AuditScope } from './chain-rules.js';
 import {
+  checkLineTrust,
   inlineLineVerifier,
   splitLineRuns,
   splitLines,
@@ -449,6 +450,8 @@ export async function verifyChain(
     );
   options = readAuditOptions<VerifyChainOptions>(options, CHAIN_FIELDS, 'verifyChain');
   checkChainOptions(options, 'verifyChain');
+  // verifyBundle takes its trust's digest first (trustCoverage); verifyChain only looked at it being an object.
+  checkLineTrust(options.trust, 'verifyChain');
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const { chains: tracker, lines: count, verified } = await verifyLines(runsOf(lines), options, sink);
   return report(sink, count, verified, tracker.finish(options.scope), 0);

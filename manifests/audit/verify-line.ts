@@ -10,6 +10,9 @@ import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { MAX_ENVELOPE_BYTES } from '../crypto/envelope.js';
 import type { Finding } from './findings.js';
 import type { TrustStore } from '../format/trust.js';
+import { checkStoreList, checkStoreObject } from '../format/trust-lookup.js';
+import { shownValue } from '../../store/errors.js';
+import { auditUsage } from './errors.js';
 import { verifyEnvelopeWith } from '../crypto/verify-manifest.js';
 import { lineFinding, manifestFinding, verifiedLineOf } from './verify-line-fast.js';
 
@@ -237,7 +240,36 @@ export interface LineVerifier {
   close(): Promise<void>;
 }
 
+/**
+ * A trust store as the line checks use it, looked at where a JavaScript caller hands one over: an object whose `keys`
+ * is a list (and `checkpointKeys` one or absent), as `checkStoreObject` and `checkStoreList` judge the lookups' store.
+ * One that is none made every valid manifest `MANIFEST_INVALID` (a lookup's TypeError read as the line's fault).
+ * @throws AuditError `USAGE` naming `what`
+ */
+export function checkLineTrust(trust: unknown, what: string): void {
+  try {
+    checkStoreObject(trust);
+    checkStoreList((trust as TrustStore).keys, 'keys');
+    checkStoreList((trust as TrustStore).checkpointKeys, 'checkpointKeys');
+  } catch (err) {
+    throw auditUsage(`${what}'s trust is not a trust store (read one with parseTrustStore)`, { cause: err });
+  }
+}
+
+/**
+ * The in-thread line verifier over `ctx`: its trust store and signature verifier (absent: the portable one).
+ * @throws AuditError `USAGE` for a context that is no object, a trust that is no trust store or a verifier without
+ *   `verify` (each made every valid manifest `MANIFEST_INVALID`)
+ */
 export function inlineLineVerifier(ctx: LineVerifyContext): LineVerifier {
+  if (typeof ctx !== 'object' || ctx === null)
+    throw auditUsage(`inlineLineVerifier needs { trust, verifier }, not ${shownValue(ctx)}`);
+  checkLineTrust(ctx.trust, 'inlineLineVerifier');
+  const verifier = ctx.verifier as unknown;
+  if (verifier !== undefined && typeof (verifier as Partial<SignatureVerifier> | null)?.verify !== 'function')
+    throw auditUsage(
+      `inlineLineVerifier's verifier must be a SignatureVerifier { verify(signature, message, publicKey) }, not ${shownValue(verifier)}`,
+    );
   return {
     concurrency: 1,
     async verifyLines(batch) {

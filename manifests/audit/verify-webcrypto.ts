@@ -13,7 +13,13 @@
 import { isSmallOrderKey, pointIsCanonical, type SignatureVerifier } from '../crypto/ed25519.js';
 
 export { pointIsCanonical };
-import { verifyLineText, type LineOutcome, type LineVerifier, type LineVerifyContext } from './verify-line.js';
+import {
+  checkLineTrust,
+  verifyLineText,
+  type LineOutcome,
+  type LineVerifier,
+  type LineVerifyContext,
+} from './verify-line.js';
 
 /** The group order L, little-endian, for the S < L check. */
 const L = [
@@ -85,11 +91,13 @@ export function webCryptoEd25519(
 /**
  * Resolves to a WebCrypto-backed line verifier when the platform verifies Ed25519 correctly (checked
  * on RFC 8032 test 2), else to undefined so the caller keeps the portable in-thread verifier.
+ * @throws AuditError `USAGE` for a trust that is no trust store (it made every valid manifest `MANIFEST_INVALID`)
  */
 export async function createWebCryptoLineVerifier(
   trust: LineVerifyContext['trust'],
   subtle: Subtle | undefined = platformSubtle(),
 ): Promise<LineVerifier | undefined> {
+  checkLineTrust(trust, 'createWebCryptoLineVerifier');
   if (!subtle) return undefined;
   const check = webCryptoEd25519(subtle);
   const hex = (s: string) => Uint8Array.from(s.match(/../g)!.map((b) => parseInt(b, 16)));

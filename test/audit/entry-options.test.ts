@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { auditBundle, createWorkerLineVerifier, isHandoffLedgerError } from '../../src/index.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
 import { inlineLineVerifier } from '../../manifests/audit/verify-line.js';
+import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { verifyBundle, verifyChain } from '../../manifests/audit/verify-chain.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { buildBundle, jsonl, trustOf } from '../support/bundle-builder.js';
@@ -117,5 +118,63 @@ describe("verifyChain's and verifyBundle's shared options, as their types say: U
       onProgress: (p) => progress.push(p.lines),
     });
     expect(r).toMatchObject({ ok: true, counts: { manifests: 2 } });
+  });
+});
+
+describe('the line verifiers refuse a context that is none (it made every valid manifest MANIFEST_INVALID)', () => {
+  const cases: Array<[string, (trust: unknown) => Promise<unknown>, RegExp]> = [
+    [
+      'inlineLineVerifier(null)',
+      async () => inlineLineVerifier(null as never),
+      /^inlineLineVerifier needs \{ trust, verifier \}, not null$/,
+    ],
+    [
+      'inlineLineVerifier, trust null',
+      async () => inlineLineVerifier({ trust: null, verifier: nodeVerifier } as never),
+      /^inlineLineVerifier's trust is not a trust store/,
+    ],
+    [
+      'inlineLineVerifier, trust {}',
+      async () => inlineLineVerifier({ trust: {}, verifier: nodeVerifier } as never),
+      /^inlineLineVerifier's trust is not a trust store/,
+    ],
+    [
+      'inlineLineVerifier, verifier {}',
+      async (trust) => inlineLineVerifier({ trust, verifier: {} } as never),
+      /^inlineLineVerifier's verifier must be a SignatureVerifier/,
+    ],
+    [
+      'createWebCryptoLineVerifier, trust null',
+      async () => createWebCryptoLineVerifier(null as never),
+      /^createWebCryptoLineVerifier's trust is not a trust store/,
+    ],
+    [
+      'createWebCryptoLineVerifier, keys that are no list',
+      async () => createWebCryptoLineVerifier({ version: 1, keys: 'k' } as never),
+      /^createWebCryptoLineVerifier's trust is not a trust store/,
+    ],
+    [
+      'verifyChain, trust {}',
+      async () => verifyChain([], { trust: {} } as never),
+      /^verifyChain's trust is not a trust store/,
+    ],
+  ];
+  it.each(cases)('%s', async (_name, make, message) => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const err = await refusal(() => make(b.trust));
+    expect(isHandoffLedgerError(err), String(err)).toBe(true);
+    expect(err).toMatchObject({ name: 'AuditError', code: 'USAGE', message: expect.stringMatching(message) as string });
+  });
+
+  it('a context the types allow verifies as before', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    for (const lineVerifier of [
+      inlineLineVerifier({ trust: b.trust, verifier: nodeVerifier }),
+      await createWebCryptoLineVerifier(b.trust),
+    ])
+      expect(await verifyChain(b.lines, { trust: b.trust, lineVerifier })).toMatchObject({
+        ok: true,
+        counts: { manifests: 2 },
+      });
   });
 });
