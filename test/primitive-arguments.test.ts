@@ -189,7 +189,7 @@ describe('DSSE signing', () => {
         });
   });
 
-  it('a signer without sign or keyId is INVALID_ARGUMENT; a serialized envelope is an object', async () => {
+  it('a signer without sign or keyId is INVALID_ARGUMENT; a serialized envelope is an object of its fields', async () => {
     for (const bad of [undefined, null, 5, {}, { keyId: 'k' }, { sign: () => new Uint8Array(64) }])
       expect(
         await refusal(() => signEnvelope('t', new Uint8Array(1), bad as never)),
@@ -205,6 +205,25 @@ describe('DSSE signing', () => {
       });
     const envelope = await signEnvelope('t', new Uint8Array(1), signer);
     expect(JSON.parse(serializeEnvelope(envelope))).toEqual(envelope);
+    // {} was written as the line `{}`; a field that was no text left out of the line or written as no reader takes it.
+    for (const [bad, name] of [
+      [{}, 'payloadType'],
+      [{ ...envelope, payloadType: 5 }, 'payloadType'],
+      [{ ...envelope, payload: new Uint8Array(1) }, 'payload'],
+      [{ ...envelope, signatures: undefined }, 'signatures'],
+      [{ ...envelope, signatures: [null] }, 'signatures\\[0\\]'],
+      [{ ...envelope, signatures: [{ keyid: 'k', sig: new Uint8Array(64) }] }, 'signatures\\[0\\]'],
+    ] as const)
+      expect(await refusal(() => serializeEnvelope(bad as never)), JSON.stringify(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(new RegExp(`^serializeEnvelope: the envelope\\.${name} must be `)) as string,
+      });
+    // DSSE's keyid is optional.
+    const { keyid: _keyid, ...unnamed } = envelope.signatures[0]!;
+    expect(JSON.parse(serializeEnvelope({ ...envelope, signatures: [unnamed] }))).toEqual({
+      ...envelope,
+      signatures: [unnamed],
+    });
   });
 });
 

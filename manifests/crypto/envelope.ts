@@ -119,7 +119,9 @@ export async function signEnvelope(payloadType: string, payload: Uint8Array, sig
 
 /**
  * The stored text of an envelope (one line, no trailing newline).
- * @throws ManifestError `INVALID_ARGUMENT` for an envelope that is no object
+ * @throws ManifestError `INVALID_ARGUMENT` for an envelope that is no object, or whose `payloadType` or `payload` is
+ *   no text or `signatures` no list of `{ keyid?, sig }` texts: `{}` was written as the line `{}`, and a field that
+ *   was not text left out of the line or written as something no reader takes
  */
 export function serializeEnvelope(envelope: Envelope): string {
   if (typeof envelope !== 'object' || envelope === null)
@@ -127,11 +129,23 @@ export function serializeEnvelope(envelope: Envelope): string {
       'INVALID_ARGUMENT',
       `serializeEnvelope: the envelope must be an object, not ${shownValue(envelope)}`,
     );
-  return JSON.stringify({
-    payloadType: envelope.payloadType,
-    payload: envelope.payload,
-    signatures: envelope.signatures,
+  const { payloadType, payload, signatures } = envelope as Partial<Record<keyof Envelope, unknown>>;
+  const refuse = (name: string, wanted: string, value: unknown) =>
+    new ManifestError('INVALID_ARGUMENT', `serializeEnvelope: ${name} must be ${wanted}, not ${shownValue(value)}`);
+  if (typeof payloadType !== 'string') throw refuse('the envelope.payloadType', 'text', payloadType);
+  if (typeof payload !== 'string') throw refuse('the envelope.payload', 'base64 text', payload);
+  if (!Array.isArray(signatures)) throw refuse('the envelope.signatures', 'a list of { keyid?, sig }', signatures);
+  signatures.forEach((sig: unknown, i) => {
+    const s = sig as { keyid?: unknown; sig?: unknown } | null;
+    if (
+      typeof s !== 'object' ||
+      s === null ||
+      (s.keyid !== undefined && typeof s.keyid !== 'string') ||
+      typeof s.sig !== 'string'
+    )
+      throw refuse(`the envelope.signatures[${i}]`, '{ keyid?, sig } of text', sig);
   });
+  return JSON.stringify({ payloadType, payload, signatures });
 }
 
 export interface ParsedEnvelope {
