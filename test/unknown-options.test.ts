@@ -429,6 +429,24 @@ describe("the stores' own openers and the manifest layer", () => {
     });
   });
 
+  it('PgManifestLog.storedOrigin reads its options as open does (a misspelt one was ignored, null a TypeError)', async () => {
+    expectUnknown(
+      await refusal(() => PgManifestLog.storedOrigin({ connectionString: nowhere, Schema: 'other' } as never)),
+      'Schema',
+      'schema',
+    );
+    for (const bad of [null, undefined, 5])
+      expect(await refusal(() => PgManifestLog.storedOrigin(bad as never)), String(bad)).toMatchObject({
+        name: 'ManifestError',
+        code: 'INVALID_ARGUMENT',
+      });
+    expect(
+      await refusal(() => PgManifestLog.storedOrigin({ connectionString: nowhere, schema: 'other' })),
+    ).toMatchObject({
+      code: 'STORAGE_FAILED',
+    });
+  });
+
   it('verifyManifestEnvelope refuses a misspelt option (INVALID_ARGUMENT) and options without a trust store', async () => {
     const trust = { version: 1 as const, keys: [] };
     const verify = (options: unknown) => refusal(() => verifyManifestEnvelope('{}', options as never));

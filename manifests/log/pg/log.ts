@@ -527,7 +527,13 @@ export class PgManifestLog extends AbstractManifestLog {
    *   `STORAGE_FAILED` when the database cannot be reached or read
    */
   static async storedOrigin(given: PgManifestLogOptions): Promise<string | undefined> {
-    const { signal, ...options } = given;
+    // Read as `open` reads them: options that were null a TypeError of this destructuring, a misspelt one ignored.
+    const { signal, ...options } = readOptionFields(
+      given,
+      PG_LOG_FIELDS,
+      'PgManifestLog.storedOrigin options',
+      ManifestError,
+    ) as PgManifestLogOptions;
     refuseNonSignal(signal, ManifestError);
     const problem = pgOptionsProblem(options);
     if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
