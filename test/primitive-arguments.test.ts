@@ -67,7 +67,7 @@ import {
   type HeadsNode,
   type HeadsNodeReader,
 } from '../manifests/tlog/session-heads.js';
-import { defaultRoot, exportBundle, LocalSigner, generateJwk, openLedger } from '../src/index.js';
+import { defaultRoot, exportBundle, LedgerTelemetry, LocalSigner, generateJwk, openLedger } from '../src/index.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const NOT_BYTES: unknown[] = [undefined, null, 5, 'abc', {}, [1, 2, 3], new ArrayBuffer(32)];
@@ -370,6 +370,23 @@ describe("openNote and checkpointVerifiers: the caller's keys, verifier and opti
       ).toMatchObject({
         code: 'INVALID_ARGUMENT',
       });
+  });
+});
+
+describe('LedgerTelemetry', () => {
+  it('refuses a version that is no text (it was handed on to the providers), and options that are none', async () => {
+    for (const bad of [5, null, {}, true])
+      expect(await refusal(() => new LedgerTelemetry({}, bad as never)), String(bad)).toMatchObject({
+        name: 'LedgerError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^LedgerTelemetry: version must be text/) as string,
+      });
+    for (const bad of [5, 'x'])
+      expect(await refusal(() => new LedgerTelemetry(bad as never)), String(bad)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
+    expect(new LedgerTelemetry(null as never, '1.0.0')).toBeInstanceOf(LedgerTelemetry);
+    expect(new LedgerTelemetry()).toBeInstanceOf(LedgerTelemetry);
   });
 });
 

@@ -29,7 +29,7 @@ import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { LedgerError } from '../errors.js';
-import { isUint8Array, readOptionFields } from '../../store/errors.js';
+import { isUint8Array, readOptionFields, shownValue } from '../../store/errors.js';
 
 /** How principal and session ids appear in telemetry. */
 export type IdentifierPolicy = 'omit' | 'plain' | { hashKey: Uint8Array };
@@ -212,7 +212,18 @@ export class LedgerTelemetry {
   private retries: Counter;
   private readonly identifiers: IdentifierPolicy;
 
+  /**
+   * @param given the ledger's `telemetry` option (absent or `null`: the global API's providers)
+   * @param version the instrumentation scope's version its tracer and meter are asked for (the package's, for a ledger)
+   * @throws LedgerError `INVALID_ARGUMENT` for options that are none or a version that is no text (a number was handed
+   *   on to the providers as the scope's version)
+   */
   constructor(given: TelemetryOptions = {}, version = '') {
+    if (typeof version !== 'string')
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `LedgerTelemetry: version must be text (the instrumentation scope's version), not ${shownValue(version)}`,
+      );
     // Each field read once (a getter that throws, or a name it does not know: INVALID_ARGUMENT naming it).
     const options = readOptionFields(
       given,
