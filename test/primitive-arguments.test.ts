@@ -313,6 +313,25 @@ describe('session heads and trust lookups', () => {
     });
     expect(checkpointVerifiers({ version: 1, keys: [] })).toEqual([]);
   });
+
+  it('findTrustedKey: a host, key id or time that is no text is INVALID_ARGUMENT naming it, not a TypeError', async () => {
+    const store = { version: 1 as const, keys: [] };
+    const at = '2026-01-01T00:00:00.000Z';
+    for (const bad of [undefined, null, 5, {}]) {
+      expect(await refusal(() => findTrustedKey(store, bad as never, 'k', at))).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^findTrustedKey: host must be text, not /) as string,
+      });
+      expect(await refusal(() => findTrustedKey(store, 'h', bad as never, at))).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^findTrustedKey: keyId must be text, not /) as string,
+      });
+      expect(await refusal(() => findTrustedKey(store, 'h', 'k', bad as never))).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^findTrustedKey: at must be text, not /) as string,
+      });
+    }
+  });
 });
 
 describe("openNote and checkpointVerifiers: the caller's keys, verifier and options", () => {

@@ -136,10 +136,10 @@ describe('findTrustedKey', () => {
     ];
     for (const keys of odd) {
       const trust = { version: 1, keys } as unknown as TrustStore;
+      // (A host that is no text is refused before any lookup: test/primitive-arguments.test.ts.)
       for (const [host, keyId] of [
         ['h1', 'ed25519:a'],
         ['h2', 'ed25519:a'],
-        [1, 'ed25519:a'],
       ] as Array<[string, string]>)
         for (let i = 0; i < 2; i++)
           expect(outcome(findTrustedKey, trust, host, keyId, '2026-01-02T00:00:00Z')).toEqual(

@@ -42,11 +42,18 @@ export function checkStoreList(list: unknown, name: 'keys' | 'checkpointKeys'): 
  * The key is found through an index of the store's `keys` list, built at the first lookup in it (see `keyIndex`):
  * a chain of 100,000 manifests under a 10,000-key store looks each one up in constant time, not by a scan.
  * @throws ManifestError `TRUST_INVALID` for a trust store that is no object or whose `keys` is no list (as `mergeTrust`
- *   and `trustDigest` refuse it; it was a TypeError, `Cannot read properties of null (reading 'keys')`)
+ *   and `trustDigest` refuse it; it was a TypeError, `Cannot read properties of null (reading 'keys')`);
+ *   `INVALID_ARGUMENT` for a host, key id or time that is no text (a TypeError too)
  */
 export function findTrustedKey(trust: TrustStore, host: string, keyId: string, at: string): KeyLookup {
   checkStoreObject(trust);
   checkStoreList(trust.keys, 'keys');
+  // One test of the three on the path every verified manifest takes; the refusal names the first that is none.
+  if (typeof host !== 'string' || typeof keyId !== 'string' || typeof at !== 'string') {
+    const [name, value] =
+      typeof host !== 'string' ? ['host', host] : typeof keyId !== 'string' ? ['keyId', keyId] : ['at', at];
+    throw new ManifestError('INVALID_ARGUMENT', `findTrustedKey: ${name} must be text, not ${shownValue(value)}`);
+  }
   const key = listedKey(trust, host, keyId);
   const named = () => `key ${shown(keyId)} of host ${shown(host)}`;
   if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `${named()} is not trusted` };
