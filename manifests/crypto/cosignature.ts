@@ -13,6 +13,7 @@ import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 import {
   ed25519KeyHash,
   encodeEd25519Key,
+  isKeyOfNoteShape,
   isValidKeyName,
   parseEd25519Key,
   type Ed25519KeyKind,
@@ -123,18 +124,7 @@ export interface CosignatureCheck {
  * named a witness, and a key without its 32 bytes reported that witness's good cosignature as one that does not verify.
  */
 function checkPinned(witnesses: unknown, verifier: unknown): void {
-  const isKey = (k: unknown): boolean => {
-    const key = k as Partial<CosignerKey> | null;
-    return (
-      typeof key === 'object' &&
-      key !== null &&
-      typeof key.name === 'string' &&
-      Number.isSafeInteger(key.keyHash) &&
-      isUint8Array(key.publicKey) &&
-      key.publicKey.length === 32
-    );
-  };
-  if (!Array.isArray(witnesses) || !witnesses.every(isKey))
+  if (!Array.isArray(witnesses) || !witnesses.every(isKeyOfNoteShape))
     throw new ManifestError(
       'KEY_INVALID',
       'checkCosignatures: the pinned witness keys must be a list of { name, keyHash, publicKey } (read them with parseWitnessKeys)',

@@ -268,24 +268,29 @@ export async function signNote(text: string, signers: NoteSigner[]): Promise<str
 }
 
 /**
+ * Whether `k` is a key as `parseVerifierKey`, `checkpointVerifiers` and `parseWitnessKeys` give one: `{ name,
+ * keyHash, publicKey }` with a 32-byte key. For the checks of a caller's keys before a note is read.
+ */
+export function isKeyOfNoteShape(k: unknown): boolean {
+  const key = k as Partial<NoteVerifierKey> | null;
+  return (
+    typeof key === 'object' &&
+    key !== null &&
+    typeof key.name === 'string' &&
+    Number.isSafeInteger(key.keyHash) &&
+    isUint8Array(key.publicKey) &&
+    key.publicKey.length === 32
+  );
+}
+
+/**
  * The caller's known keys and verifier, looked at before the note is read: keys that are no list of `{ name, keyHash,
  * publicKey }` (as `parseVerifierKey` and `checkpointVerifiers` give them) or a verifier without `verify` are
  * `INVALID_ARGUMENT`. Each was a TypeError once a signature line was read (`known.find is not a function`), and a key
  * without its 32 bytes failed a note its key signed as `NOTE_SIGNATURE_INVALID`.
  */
 function checkKnownKeys(known: unknown, verifier: unknown): void {
-  const isKey = (k: unknown): boolean => {
-    const key = k as Partial<NoteVerifierKey> | null;
-    return (
-      typeof key === 'object' &&
-      key !== null &&
-      typeof key.name === 'string' &&
-      Number.isSafeInteger(key.keyHash) &&
-      isUint8Array(key.publicKey) &&
-      key.publicKey.length === 32
-    );
-  };
-  if (!Array.isArray(known) || !known.every(isKey))
+  if (!Array.isArray(known) || !known.every(isKeyOfNoteShape))
     throw new ManifestError(
       'INVALID_ARGUMENT',
       `openNote: the known keys must be a list of { name, keyHash, publicKey } (read them with parseVerifierKey or checkpointVerifiers), not ${Array.isArray(known) ? 'a list holding another value' : shownValue(known)}`,
