@@ -14,7 +14,6 @@ import {
   digestOf,
   formatDigest,
   FsBlobStore,
-  isHandoffLedgerError,
   loadHashBackend,
   type BlobStore,
   type Digest,
@@ -69,19 +68,12 @@ import {
 } from '../manifests/tlog/session-heads.js';
 import { defaultRoot, exportBundle, LedgerTelemetry, LocalSigner, generateJwk, openLedger } from '../src/index.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { codedRefusal } from './support/coded-refusal.js';
 
 const NOT_BYTES: unknown[] = [undefined, null, 5, 'abc', {}, [1, 2, 3], new ArrayBuffer(32)];
 
 /** What `call` threw (awaited): its class name, code and message; fails for an uncoded error or none. */
-async function refusal(call: () => unknown): Promise<{ name: string; code: string; message: string }> {
-  try {
-    await call();
-  } catch (err) {
-    if (isHandoffLedgerError(err)) return { name: err.name, code: err.code, message: err.message };
-    throw new Error(`uncoded: ${String(err)}`, { cause: err });
-  }
-  throw new Error('no error');
-}
+const refusal = codedRefusal;
 
 const signer = new LocalSigner(generateJwk());
 const noteSigner = { name: 'log.example/a', publicKey: signer.publicKey, sign: (m: Uint8Array) => signer.sign(m) };

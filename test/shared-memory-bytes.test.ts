@@ -7,7 +7,7 @@
  * ArrayBuffer is taken, and parseTrustStore judged it as a parsed trust store ('version: expected 1').
  */
 import { describe, expect, it } from 'vitest';
-import { digestOf, formatDigest, FsBlobStore, isHandoffLedgerError, loadHashBackend } from '../store/index.js';
+import { digestOf, formatDigest, FsBlobStore, loadHashBackend } from '../store/index.js';
 import {
   emptyTrustStore,
   encodeVerifierKey,
@@ -27,6 +27,7 @@ import { encodeCosignerKey } from '../manifests/crypto/cosignature.js';
 import { generateJwk, LocalSigner } from '../src/index.js';
 import { buildBundle, jsonl } from './support/bundle-builder.js';
 import { tempDir } from './support/tmp.js';
+import { codedRefusal } from './support/coded-refusal.js';
 
 const shared = (bytes: Uint8Array): Uint8Array => {
   const view = new Uint8Array(new SharedArrayBuffer(bytes.length));
@@ -37,15 +38,7 @@ const sharedBuffer = (bytes: Uint8Array): SharedArrayBuffer => shared(bytes).buf
 const encode = (text: string) => new TextEncoder().encode(text);
 
 /** What `call` threw (awaited): its class name, code and message; fails for an uncoded error or none. */
-async function refusal(call: () => unknown): Promise<{ name: string; code: string; message: string }> {
-  try {
-    await call();
-  } catch (err) {
-    if (isHandoffLedgerError(err)) return { name: err.name, code: err.code, message: err.message };
-    throw new Error(`uncoded: ${String(err)}`, { cause: err });
-  }
-  throw new Error('no error');
-}
+const refusal = codedRefusal;
 
 const signer = new LocalSigner(generateJwk());
 const abc = encode('abc');
