@@ -18,7 +18,14 @@ import { openLedger } from '../src/ledger/open.js';
 import type { Ledger } from '../src/ledger/ledger.js';
 import { compact } from '../src/compaction/compact.js';
 import { summarySchemaFor } from '../src/summary/schema-forms.js';
-import { normalizeStrictSummary } from '../src/index.js';
+import {
+  compactionRequest,
+  extractSummary,
+  NOT_RUN_RESULT,
+  normalizeStrictSummary,
+  summaryJsonSchema,
+  type ModelAdapter,
+} from '../src/index.js';
 import { openaiAdapter } from '../src/adapters/openai.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { completion, functionCall, response } from './adapters/openai-replies.js';
@@ -62,6 +69,9 @@ function reply(path: string): unknown {
   return undefined;
 }
 
+/** What the endpoint of "Writing an adapter" (the paths under /custom/) answers next: a status and a body. */
+let custom: { status: number; body: unknown } = { status: 500, body: { error: 'nothing scripted' } };
+
 let server: Server;
 const requests: Array<{ path: string; body: Record<string, unknown> }> = [];
 const work = join(ROOT, '.tmp'); // in the checkout (ignored by git), so a block's imports of the SDKs resolve
@@ -75,6 +85,12 @@ beforeAll(async () => {
     req.on('end', () => {
       const path = (req.url ?? '').split('?')[0]!;
       requests.push({ path, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
+      if (path.startsWith('/custom/')) {
+        res.statusCode = custom.status;
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify(custom.body));
+        return;
+      }
       const body = reply(path);
       res.statusCode = body === undefined ? 404 : 200;
       res.setHeader('content-type', 'application/json');
@@ -138,6 +154,7 @@ const LIBRARY = "import { openLedger, summaryJsonSchema } from 'handoff-ledger';
 const HARNESS = "import { shouldCompact, compact, resumeContext } from 'handoff-ledger';";
 const SDKS = "import OpenAI from 'openai';";
 const CHAT = 'const completion = await client.chat.completions.create({';
+const ADAPTER = "import { compact } from 'handoff-ledger';";
 const TRANSPARENCY =
   'const { note, checkpoint } = await ledger.checkpoint();       // signed note; { origin, size, root, extensions }';
 // Needs a PostgreSQL server; docs-imports.test.ts checks the trust value it builds with an embedded store.
@@ -145,7 +162,7 @@ const POSTGRES = "import { readFileSync } from 'node:fs';";
 
 describe("the README's TypeScript examples, run", () => {
   it('are each run here (a new block is named in this file, or this fails)', () => {
-    expect(readmeBlocks().map((b) => b.first)).toEqual([LIBRARY, HARNESS, SDKS, CHAT, TRANSPARENCY, POSTGRES]);
+    expect(readmeBlocks().map((b) => b.first)).toEqual([LIBRARY, HARNESS, SDKS, CHAT, ADAPTER, TRANSPARENCY, POSTGRES]);
   });
 
   it('Library: publishes and resumes, each returning the fields its comment names', async () => {
@@ -229,6 +246,118 @@ describe("the README's TypeScript examples, run", () => {
       expect(resumed?.manifest.prev).not.toBeNull();
       expect(resumed?.id).not.toBe(prev);
       expect(resumed?.summary).toEqual(summary);
+    });
+
+    it('Writing an adapter: the fetch adapter compacts in both modes, and maps a refusal, a cut-off answer and an HTTP error as said', async () => {
+      const code = block(ADAPTER);
+      const endpoint = "'https://llm.example.com/v1/chat/completions'";
+      expect(code, 'the block names its endpoint').toContain(`const endpoint = ${endpoint};`);
+      const url = `${process.env.OPENAI_BASE_URL!.replace(/\/v1$/, '')}/custom/v1/chat/completions`;
+      const answer = (message: Record<string, unknown>, finish: string) => ({
+        status: 200,
+        body: completion({ role: 'assistant', content: null, refusal: null, ...message }, finish),
+      });
+      const called = (input: string) => ({
+        tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'submit_handoff', arguments: input } }],
+      });
+      // mode tool (the default): the forced submit_handoff tool; the transcript ends with a call left open
+      requests.length = 0;
+      custom = answer(called(JSON.stringify(summary)), 'tool_calls');
+      const open = [
+        ...transcript,
+        {
+          role: 'assistant' as const,
+          content: '',
+          toolCalls: [{ id: 'call_9', name: 'read_file', input: { path: 'src/upload.ts' } }],
+        },
+      ];
+      const prev = await head();
+      const ran = (await run(
+        code,
+        { ledger, scope, transcript: open, head: prev, apiKey: 'test-key' },
+        ['model', 'receipt'],
+        (c) => c.replace(endpoint, JSON.stringify(url)),
+      )) as { model: ModelAdapter; receipt: { id: string } };
+      expect((await ledger.resume(scope))?.id).toBe(ran.receipt.id);
+      expect((await ledger.resume(scope))?.summary).toEqual(summary);
+      expect(requests).toHaveLength(1);
+      const sent = requests[0]!.body as {
+        messages: Array<Record<string, unknown>>;
+        tools: Array<{ function: { name: string; parameters: unknown } }>;
+        tool_choice: unknown;
+        response_format?: unknown;
+      };
+      expect(requests[0]!.path).toBe('/custom/v1/chat/completions');
+      expect(sent.tools.map((t) => t.function.name)).toEqual(['submit_handoff']);
+      expect(sent.tools[0]!.function.parameters).toEqual(summaryJsonSchema);
+      expect(sent.tool_choice).toEqual({ type: 'function', function: { name: 'submit_handoff' } });
+      expect(sent).not.toHaveProperty('response_format');
+      // the open call and the answer the request gave it, under its id; then the instruction, a user message
+      expect(sent.messages.slice(-3)).toEqual([
+        {
+          role: 'assistant',
+          content: '',
+          tool_calls: [
+            { id: 'call_9', type: 'function', function: { name: 'read_file', arguments: '{"path":"src/upload.ts"}' } },
+          ],
+        },
+        { role: 'tool', content: NOT_RUN_RESULT, tool_call_id: 'call_9' },
+        expect.objectContaining({ role: 'user' }),
+      ]);
+      // mode structured: the response format, no tools; the answer's text is the summary
+      requests.length = 0;
+      custom = answer({ content: JSON.stringify(summary) }, 'stop');
+      const structured = await compact({
+        ledger,
+        scope,
+        model: ran.model,
+        transcript,
+        expectedPrev: await head(),
+        mode: 'structured',
+        maxOutputTokens: 2000,
+      });
+      expect((await ledger.resume(scope))?.id).toBe(structured.receipt.id);
+      expect(requests[0]!.body).toMatchObject({
+        response_format: { type: 'json_schema', json_schema: { name: 'handoff_summary', schema: summaryJsonSchema } },
+        max_tokens: 2000,
+      });
+      expect(requests[0]!.body).not.toHaveProperty('tools');
+      expect(requests[0]!.body).not.toHaveProperty('tool_choice');
+      // what the README says each maps to; nothing published
+      const refused = async (reply: typeof custom) => {
+        custom = reply;
+        const before = await head();
+        const err = await compact({ ledger, scope, model: ran.model, transcript, expectedPrev: before }).then(
+          () => undefined,
+          (e: unknown) => e as { code: string; message: string; cause?: unknown },
+        );
+        expect(await head()).toBe(before);
+        return err;
+      };
+      expect(await refused(answer({ refusal: 'I cannot help with that.' }, 'stop'))).toMatchObject({
+        code: 'MODEL_REFUSED',
+        message: expect.stringContaining('I cannot help with that.'),
+      });
+      expect(await refused(answer(called(JSON.stringify(summary).slice(0, 40)), 'length'))).toMatchObject({
+        code: 'SUMMARY_INCOMPLETE',
+      });
+      expect(await refused(answer(called(JSON.stringify(summary)), 'content_filter'))).toMatchObject({
+        code: 'SUMMARY_INCOMPLETE',
+      });
+      expect(await refused({ status: 200, body: { choices: [] } })).toMatchObject({ code: 'SUMMARY_INCOMPLETE' });
+      const failed = await refused({ status: 503, body: { error: 'overloaded' } });
+      expect(failed).toMatchObject({ code: 'MODEL_FAILED' });
+      expect(String((failed!.cause as Error).message)).toMatch(/^HTTP 503: /);
+      // the signal passed on to fetch: a request already aborted is never sent; compactionRequest builds what compact
+      // sends, and extractSummary reads the answer as compact does
+      requests.length = 0;
+      const request = compactionRequest({ messages: transcript });
+      await expect(ran.model({ ...request, signal: AbortSignal.abort() })).rejects.toMatchObject({
+        name: 'AbortError',
+      });
+      expect(requests).toEqual([]);
+      custom = answer(called(JSON.stringify(summary)), 'tool_calls');
+      expect(extractSummary(await ran.model(request))).toEqual(summary);
     });
 
     it('Transparency: the checkpoint has the fields named, and the inclusion proof verifies as its comment says', async () => {
