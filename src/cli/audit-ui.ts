@@ -19,7 +19,6 @@ import { readTrustFiles } from './trust-file.js';
 import {
   CommandLineError,
   EXIT_OK,
-  EXIT_USAGE,
   onStopSignal,
   parse,
   reportError,
@@ -119,10 +118,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     stopListening();
     // A port in use or not permitted is the operator's to change: USAGE, exit 2, worded as `witness serve` words it.
     const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
-    if (e.syscall === 'listen' && typeof e.code === 'string') {
-      io.stderr.write(printableLines([`handoff-ledger: USAGE: cannot listen on ${e.address}:${e.port}: ${e.code}`]));
-      return EXIT_USAGE;
-    }
+    if (e.syscall === 'listen' && typeof e.code === 'string')
+      return reportError(new UsageError(`cannot listen on ${e.address}:${e.port}: ${e.code}`, { cause: err }), io);
     if (!(err instanceof AuditError)) throw err;
     // The auditor's refusal (a trust file, --since, the witness keys): printed as every refusal is, exit 2.
     return reportError(err, io);

@@ -270,8 +270,9 @@ function parseJson(text: string, what: string): unknown {
 /**
  * Takes the summary out of a model response, before schema validation: the `submit_handoff` input,
  * else the parsed structured output, else the answer text parsed as JSON.
- * @throws LedgerError `MODEL_REFUSED` (finish reason `refusal`), `SUMMARY_INCOMPLETE` (the answer was
- *   cut off: any other finish reason than `stop` or `tool_calls`), `SUMMARY_EMPTY` (no answer), `SUMMARY_INVALID` (not JSON, other tools called, or
+ * @throws LedgerError `MODEL_REFUSED` (finish reason `refusal`), `SUMMARY_INCOMPLETE` (the answer did not
+ *   finish: any other finish reason than `stop` or `tool_calls`, `length` cut off at the output limit,
+ *   `content_filter` stopped or withheld by a filter, `other`), `SUMMARY_EMPTY` (no answer), `SUMMARY_INVALID` (not JSON, other tools called, or
  *   `submit_handoff` called more than once), `MODEL_FAILED` (a response whose fields throw as they are read: a
  *   getter, a revoked proxy of a hand-written adapter; the error its cause). A `toolCalls` or `output` of `null` is
  *   read as absent.
