@@ -259,7 +259,7 @@ export function checkLineTrust(trust: unknown, what: string): void {
 /**
  * The in-thread line verifier over `ctx`: its trust store and signature verifier (absent: the portable one).
  * @throws AuditError `USAGE` for a context that is no object, a trust that is no trust store or a verifier without
- *   `verify` (each made every valid manifest `MANIFEST_INVALID`)
+ *   `verify` (each made every valid manifest a finding that it does not verify)
  */
 export function inlineLineVerifier(ctx: LineVerifyContext): LineVerifier {
   if (typeof ctx !== 'object' || ctx === null)

@@ -91,7 +91,8 @@ export function webCryptoEd25519(
 /**
  * Resolves to a WebCrypto-backed line verifier when the platform verifies Ed25519 correctly (checked
  * on RFC 8032 test 2), else to undefined so the caller keeps the portable in-thread verifier.
- * @throws AuditError `USAGE` for a trust that is no trust store (it made every valid manifest `MANIFEST_INVALID`)
+ * @throws AuditError `USAGE` for a trust that is no trust store (it made every valid manifest a finding that it does not
+ *   verify)
  */
 export async function createWebCryptoLineVerifier(
   trust: LineVerifyContext['trust'],
