@@ -75,9 +75,11 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * backends, the root's format marker, `keys close`, the restore runbook, the documents checked against the code and
  * their CHANGELOG entries) brought the pack to ~903 KiB with the page and the library to ~2,513 KiB unpacked; the
  * build's leaving out the fifty-one declarations no entry point reaches, ~95 KiB, took the pack from ~907 KiB to
- * ~876 KiB with the page and the library from ~2,526 KiB to ~2,433 KiB unpacked.)
+ * ~876 KiB with the page and the library from ~2,526 KiB to ~2,433 KiB unpacked; 832 KiB since sessions 46 to 51 (the
+escaping done once, every library argument coded, the paths quoted, README's "Writing an adapter" and their CHANGELOG
+entries) brought the pack to ~929 KiB with the page.)
  */
-const MAX_PACKED_BYTES = 800 * 1024;
+const MAX_PACKED_BYTES = 832 * 1024;
 const MAX_UNPACKED_BYTES = 2624 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
