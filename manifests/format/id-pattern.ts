@@ -4,7 +4,7 @@
  * so code that only checks ids (the command line's dispatch, the auditor) does not load it; `idSchema`
  * (./ids.ts) is the same pattern as a schema.
  */
-import { escapeRawInJson, typeName } from '../../store/errors.js';
+import { quoted, typeName } from '../../store/errors.js';
 
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 
@@ -20,6 +20,6 @@ export function isValidId(value: unknown): value is string {
  * as `null`, not its typeof `object`).
  */
 export function invalidIdMessage(name: string, value: unknown): string {
-  const shown = typeof value === 'string' ? escapeRawInJson(JSON.stringify(value.slice(0, 80))) : typeName(value);
+  const shown = typeof value === 'string' ? quoted(value.slice(0, 80)) : typeName(value);
   return `${name} ${shown} is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)`;
 }

@@ -25,7 +25,7 @@ import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/
 import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
 import { holdsNoLog } from '../../manifests/log/level/log.js';
 import { LedgerError } from '../errors.js';
-import { errorText, escapedText, escapeRawInJson, shownValue } from '../../store/errors.js';
+import { errorText, escapedText, shownValue } from '../../store/errors.js';
 import { quoted } from '../../manifests/encoding/printable.js';
 import { isTreeDamage, ManifestError } from '../../manifests/errors.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -121,19 +121,19 @@ function refusePinsOfAnotherLog(
     throw new LedgerError(
       'FORK',
       `this root pins another log (${quoted(join(dir, other))}): it holds an embedded store (${quoted(embeddedLog)}), opened here ` +
-        `with PostgreSQL, whose log is named ${escapeRawInJson(JSON.stringify(origin))}; an embedded store is opened without --postgres ` +
+        `with PostgreSQL, whose log is named ${quoted(origin)}; an embedded store is opened without --postgres ` +
         '(unset HANDOFF_LEDGER_POSTGRES), and a PostgreSQL store is given a root of its own',
     );
   if (noLog !== undefined)
     throw new LedgerError(
       'FORK',
       `this root pins another log (${quoted(join(dir, other))}) and holds no embedded log (${quoted(noLog)}), so this open would ` +
-        `start a new one, named ${escapeRawInJson(JSON.stringify(origin))}: a root PostgreSQL processes share is opened with --postgres ` +
+        `start a new one, named ${quoted(origin)}: a root PostgreSQL processes share is opened with --postgres ` +
         'or HANDOFF_LEDGER_POSTGRES (openLedger: postgres); a store whose log is lost is restored from its backup',
     );
   throw new LedgerError(
     'FORK',
-    `this root pins another log (${quoted(join(dir, other))}), not the log named ${escapeRawInJson(JSON.stringify(origin))}: the log's ` +
+    `this root pins another log (${quoted(join(dir, other))}), not the log named ${quoted(origin)}: the log's ` +
       'origin record was deleted or changed, or the root is used with a second log (one root serves one log; if ' +
       'the pinned log is gone on purpose, move that pin aside)',
   );
@@ -168,7 +168,7 @@ export async function refuseRootWithoutItsLog(
   const noLogToDiagnose = (pinPath: string, what: string, cause?: unknown) =>
     new LedgerError(
       'NOT_FOUND',
-      `this root pins the log named ${escapeRawInJson(JSON.stringify(origin))} (${quoted(pinPath)}, ${what}) but holds no embedded log ` +
+      `this root pins the log named ${quoted(origin)} (${quoted(pinPath)}, ${what}) but holds no embedded log ` +
         `(${quoted(join(root, 'manifests-v1'))}) to check against it, and a diagnosing open makes none (it writes nothing ` +
         'to the root it diagnoses): a root PostgreSQL processes share is checked with --postgres or ' +
         'HANDOFF_LEDGER_POSTGRES; a store whose log is lost is restored from its backup',

@@ -12,7 +12,7 @@ import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { auditUsage } from '../../manifests/audit/errors.js';
 import { revokedSigner } from '../../manifests/audit/verify-tree.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { escapeRawInJson, shownValue } from '../../store/errors.js';
+import { shownValue } from '../../store/errors.js';
 import { quoted } from '../../manifests/encoding/printable.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
@@ -83,9 +83,7 @@ export async function sinceSize(
   }
   if (cut.origin !== undefined && old.origin !== cut.origin)
     // The note's origin is the auditor's file's text (a control or bidi character may be in it): quoted, escaped.
-    throw auditUsage(
-      `${name}: not a checkpoint of this log: its origin is another (${escapeRawInJson(JSON.stringify(old.origin))})`,
-    );
+    throw auditUsage(`${name}: not a checkpoint of this log: its origin is another (${quoted(old.origin)})`);
   if (old.size > cut.size)
     // Both sizes are numbers (parseCheckpoint's and the log's): nothing from the file to escape.
     throw auditUsage(

@@ -5,7 +5,7 @@
 import type { Digest } from '../../store/hash/digest.js';
 import {
   checkBooleanOption,
-  escapeRawInJson,
+  quoted,
   isHandoffLedgerError,
   namedCancel,
   readOptionFields,
@@ -267,7 +267,7 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
         findings.push({
           code: 'RECORD_CORRUPT',
           session: head.session,
-          message: `manifest log head record of session ${escapeRawInJson(JSON.stringify(head.session))} is corrupt: its session is not a valid id`,
+          message: `manifest log head record of session ${quoted(head.session)} is corrupt: its session is not a valid id`,
         });
         continue;
       }
@@ -599,7 +599,7 @@ async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined
     if (stored === undefined)
       throw new LedgerError(
         'RECORD_CORRUPT',
-        `gc removes nothing: the manifest at ${escapeRawInJson(JSON.stringify(entry.session))} seq ${entry.seq} cannot be read, ` +
+        `gc removes nothing: the manifest at ${quoted(entry.session)} seq ${entry.seq} cannot be read, ` +
           'so the blob it names is unknown (fsck reports it)',
       );
     // A record holding another manifest than the one its id names (the one the log committed: its leaf, its position
@@ -607,7 +607,7 @@ async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined
     if (stored.id !== entry.id)
       throw new LedgerError(
         'RECORD_CORRUPT',
-        `gc removes nothing: the entry at ${escapeRawInJson(JSON.stringify(entry.session))} seq ${entry.seq} holds another manifest ` +
+        `gc removes nothing: the entry at ${quoted(entry.session)} seq ${entry.seq} holds another manifest ` +
           'than its id names, so the blob that manifest names is unknown (fsck reports it)',
       );
     referenced.add(stored.digest);
@@ -618,7 +618,7 @@ async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined
     if (!isValidId(head.session))
       throw new LedgerError(
         'RECORD_CORRUPT',
-        `gc removes nothing: the head record of session ${escapeRawInJson(JSON.stringify(head.session))} names no valid session, ` +
+        `gc removes nothing: the head record of session ${quoted(head.session)} names no valid session, ` +
           'so the chain it heads cannot be read (fsck reports it)',
       );
     for await (const entry of ledger.log.chain(head.session)) note(entry);
@@ -638,20 +638,13 @@ export function parseDuration(text: string): number {
   if (typeof text !== 'string')
     throw new LedgerError('INVALID_ARGUMENT', `not a duration: a ${typeof text} (use text such as 30m, 24h, 7d)`);
   const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim());
-  if (!m)
-    throw new LedgerError(
-      'INVALID_ARGUMENT',
-      `not a duration: ${escapeRawInJson(JSON.stringify(text))} (use e.g. 30m, 24h, 7d)`,
-    );
+  if (!m) throw new LedgerError('INVALID_ARGUMENT', `not a duration: ${quoted(text)} (use e.g. 30m, 24h, 7d)`);
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
     (m[2] ?? 's') as 'ms' | 's' | 'm' | 'h' | 'd'
   ];
   const ms = Number(m[1]) * unit;
   // Digits past 2^53 ms (285,000 years) lose their value, and enough of them make Infinity: no duration.
   if (!Number.isSafeInteger(ms))
-    throw new LedgerError(
-      'INVALID_ARGUMENT',
-      `not a duration: ${escapeRawInJson(JSON.stringify(text))} is too long (use e.g. 30m, 24h, 7d)`,
-    );
+    throw new LedgerError('INVALID_ARGUMENT', `not a duration: ${quoted(text)} is too long (use e.g. 30m, 24h, 7d)`);
   return ms;
 }

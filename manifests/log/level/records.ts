@@ -4,7 +4,7 @@
  * with `RECORD_CORRUPT` naming the record's key, never with a raw `SyntaxError` or a later `TypeError`.
  */
 import { ManifestError } from '../../errors.js';
-import { escapedText, escapeRawInJson } from '../../../store/errors.js';
+import { escapedText, quoted } from '../../../store/errors.js';
 import { isDigest, type Digest } from '../../../store/hash/digest.js';
 import { decodeBase64 } from '../../encoding/base64.js';
 import type { ChainHead, GrantRecord, LogEntry, SigningKeyRecord } from '../log.js';
@@ -105,8 +105,7 @@ export function parsePositionRecord(key: string, raw: string): string {
 
 /** The position a `p!` key names: 16 lowercase hex digits, or `RECORD_CORRUPT` naming the key (shown as data). */
 export function parsePositionKey(key: string): number {
-  if (!/^p![0-9a-f]{16}$/.test(key))
-    throw corrupt(escapeRawInJson(JSON.stringify(key)), 'not the key of a log position');
+  if (!/^p![0-9a-f]{16}$/.test(key)) throw corrupt(quoted(key), 'not the key of a log position');
   const position = parseInt(key.slice(2), 16);
   if (!Number.isSafeInteger(position)) throw corrupt(key, 'a position beyond the largest safe integer');
   return position;
@@ -120,7 +119,7 @@ export function parseInlineMetaRecord(key: string, raw: string): { size: number;
 /** The digest an inline blob's `t!` key names. */
 export function parseInlineKey(key: string): Digest {
   const hex = key.slice(2);
-  if (!/^[0-9a-f]{64}$/.test(hex)) throw corrupt(escapeRawInJson(JSON.stringify(key)), 'not the key of an inline blob');
+  if (!/^[0-9a-f]{64}$/.test(hex)) throw corrupt(quoted(key), 'not the key of an inline blob');
   return `blake3:${hex}`;
 }
 
@@ -172,7 +171,7 @@ export function parseCountRecord(key: string, raw: string): number {
 /** An `i!<id>` record, as listed (`ManifestLog.idPositions`): the manifest id its key names and the position it holds. */
 export function parseIdPositionRecord(key: string, raw: string): { id: Digest; position: number } {
   const id = key.slice(2);
-  if (!isDigest(id)) throw corrupt(escapeRawInJson(JSON.stringify(key)), 'not the key of a manifest id');
+  if (!isDigest(id)) throw corrupt(quoted(key), 'not the key of a manifest id');
   return { id, position: parseCountRecord(key, raw) };
 }
 

@@ -8,7 +8,6 @@
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
 import {
-  escapeRawInJson,
   isHandoffLedgerError,
   OPERATION_CANCELLED,
   readOptionFields,
@@ -1693,7 +1692,7 @@ function toGrant(r: GrantRow): GrantRecord {
   if (!isGrantTime(r.at))
     throw new ManifestError(
       'RECORD_CORRUPT',
-      `manifest log record grants[${escapeRawInJson(JSON.stringify(r.principal))}, ${escapeRawInJson(JSON.stringify(r.session))}] is corrupt: at is not a date`,
+      `manifest log record grants[${quoted(r.principal)}, ${quoted(r.session)}] is corrupt: at is not a date`,
     );
   const rec: GrantRecord = { principal: r.principal, session: r.session, state: r.state, at: r.at };
   if (r.by !== null) rec.by = r.by;
