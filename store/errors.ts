@@ -315,10 +315,10 @@ export function bufferKind(value: unknown): 'ArrayBuffer' | 'SharedArrayBuffer' 
  * `undefined`. A detached ArrayBuffer (transferred away) holds no bytes: empty (a Uint8Array over it would throw).
  */
 export function bufferBytes(value: unknown): Uint8Array | undefined {
-  if (hasBrand(arrayBufferLength, value))
+  const kind = bufferKind(value);
+  if (kind === 'ArrayBuffer')
     return arrayBufferLength.call(value) === 0 ? new Uint8Array(0) : new Uint8Array(value as ArrayBuffer);
-  if (hasBrand(sharedBufferLength, value)) return new Uint8Array(value as SharedArrayBuffer);
-  return undefined;
+  return kind === 'SharedArrayBuffer' ? new Uint8Array(value as SharedArrayBuffer) : undefined;
 }
 
 /**

@@ -18,7 +18,7 @@
  */
 import { FindingSink, type AuditReport, type Finding } from './findings.js';
 import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundle.js';
-import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
+import { isSignatureVerifier, nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import { byHostThenKeyId, trustDigest, type TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { checkpointSigners, openSince, startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
@@ -358,7 +358,7 @@ function checkChainOptions(options: VerifyChainOptions, what: string): void {
   const { verifier, lineVerifier, scope, maxFindings, batchSize, onProgress } = options as Partial<
     Record<keyof VerifyChainOptions, unknown>
   >;
-  if (verifier !== undefined && typeof (verifier as Partial<SignatureVerifier> | null)?.verify !== 'function')
+  if (verifier !== undefined && !isSignatureVerifier(verifier))
     throw refuse('verifier', 'a SignatureVerifier { verify(signature, message, publicKey) }', verifier);
   if (lineVerifier !== undefined) {
     const v = lineVerifier as Partial<LineVerifier> | null;

@@ -6,7 +6,7 @@
  */
 import { joinChunks } from '../../store/bounded-body.js';
 import type { Digest } from '../../store/hash/digest.js';
-import type { SignatureVerifier } from '../crypto/ed25519.js';
+import { isSignatureVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import { MAX_ENVELOPE_BYTES } from '../crypto/envelope.js';
 import type { Finding } from './findings.js';
 import type { TrustStore } from '../format/trust.js';
@@ -266,7 +266,7 @@ export function inlineLineVerifier(ctx: LineVerifyContext): LineVerifier {
     throw auditUsage(`inlineLineVerifier needs { trust, verifier }, not ${shownValue(ctx)}`);
   checkLineTrust(ctx.trust, 'inlineLineVerifier');
   const verifier = ctx.verifier as unknown;
-  if (verifier !== undefined && typeof (verifier as Partial<SignatureVerifier> | null)?.verify !== 'function')
+  if (verifier !== undefined && !isSignatureVerifier(verifier))
     throw auditUsage(
       `inlineLineVerifier's verifier must be a SignatureVerifier { verify(signature, message, publicKey) }, not ${shownValue(verifier)}`,
     );

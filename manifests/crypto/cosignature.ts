@@ -9,7 +9,7 @@
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
 import { isUint8Array, shownValue } from '../../store/errors.js';
-import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
+import { isSignatureVerifier, nobleVerifier, type SignatureVerifier } from './ed25519.js';
 import {
   ed25519KeyHash,
   encodeEd25519Key,
@@ -129,7 +129,7 @@ function checkPinned(witnesses: unknown, verifier: unknown): void {
       'KEY_INVALID',
       'checkCosignatures: the pinned witness keys must be a list of { name, keyHash, publicKey } (read them with parseWitnessKeys)',
     );
-  if (typeof (verifier as Partial<SignatureVerifier> | null)?.verify !== 'function')
+  if (!isSignatureVerifier(verifier))
     throw new ManifestError(
       'INVALID_ARGUMENT',
       `checkCosignatures: the verifier must be a SignatureVerifier { verify(signature, message, publicKey) }, not ${shownValue(verifier)}`,

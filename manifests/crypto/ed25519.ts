@@ -17,6 +17,14 @@ export interface SignatureVerifier {
 }
 
 /**
+ * Whether `value` can stand for a `SignatureVerifier`: it has a `verify` method. What the functions that take a verifier
+ * from a caller check first (one without it failed every signature check: each valid signature reported as not
+ * verifying).
+ */
+export const isSignatureVerifier = (value: unknown): value is SignatureVerifier =>
+  typeof (value as Partial<SignatureVerifier> | null)?.verify === 'function';
+
+/**
  * The verifiers' first look, shared: a signature of 64 bytes, a message and a 32-byte key, each a Uint8Array of any
  * realm (`isUint8Array`: a valid signature in another realm's arrays must not verify as false). Anything else is no
  * signature that verifies: `verify` answers false, never an exception (a missing signature or key was a TypeError

@@ -9,7 +9,7 @@ import { sha256 } from './sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
 import { checkBytesArgument, isUint8Array, shownValue } from '../../store/errors.js';
-import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
+import { isSignatureVerifier, nobleVerifier, type SignatureVerifier } from './ed25519.js';
 
 /** The signed-note algorithm byte of Ed25519 keys. */
 export const ALG_ED25519 = 0x01;
@@ -295,7 +295,7 @@ function checkKnownKeys(known: unknown, verifier: unknown): void {
       'INVALID_ARGUMENT',
       `openNote: the known keys must be a list of { name, keyHash, publicKey } (read them with parseVerifierKey or checkpointVerifiers), not ${Array.isArray(known) ? 'a list holding another value' : shownValue(known)}`,
     );
-  if (typeof (verifier as Partial<SignatureVerifier> | null)?.verify !== 'function')
+  if (!isSignatureVerifier(verifier))
     throw new ManifestError(
       'INVALID_ARGUMENT',
       `openNote: the verifier must be a SignatureVerifier { verify(signature, message, publicKey) }, not ${shownValue(verifier)}`,
