@@ -388,6 +388,28 @@ export function checkBooleanOption(
 }
 
 /**
+ * The token a store's or log's own `open` passes to its constructor. TypeScript marks those constructors private, but
+ * JavaScript calls them: `new FsBlobStore(root, options)` made a store that skipped the root's checks (its private
+ * directory, its device and inode), `new LevelManifestLog(db, write)` a log that skipped the format marker and the lock.
+ * @internal
+ */
+export const OPENING: unique symbol = Symbol('handoff-ledger open');
+
+/**
+ * Refuses a constructor called other than by the class's own `open` (`token` is not {@link OPENING}):
+ * `INVALID_ARGUMENT` naming the open to call instead.
+ * @internal
+ */
+export function refuseOutsideOpen(
+  token: unknown,
+  Class: ErrorClass<'INVALID_ARGUMENT'>,
+  name: string,
+  open: string,
+): void {
+  if (token !== OPENING) throw new Class('INVALID_ARGUMENT', `${name} is not made with new: open one with ${open}`);
+}
+
+/**
  * The storage-failure error of a layer: an error of this library passes through unchanged (it already says
  * what failed), anything else (an errno, a driver error) becomes `STORAGE_FAILED` with it as the cause.
  */

@@ -12,6 +12,8 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { digestHex, hashBackendProblem, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
 import {
+  refuseOutsideOpen,
+  OPENING,
   isErrnoError,
   isUint8Array,
   OPERATION_CANCELLED,
@@ -152,7 +154,8 @@ export class FsBlobStore extends AbstractBlobStore {
   /** The root directory opened (device and inode): every write and read refuses another one at its path. */
   private rootId: { dev: number; ino: number } | undefined;
 
-  private constructor(root: string, options: FsBlobStoreOptions) {
+  private constructor(token: typeof OPENING, root: string, options: FsBlobStoreOptions) {
+    refuseOutsideOpen(token, StoreError, 'FsBlobStore', 'FsBlobStore.open(root, options)');
     super(options);
     this.root = root;
     this.blobsV1Dir = join(root, 'blobs-v1');
@@ -196,7 +199,7 @@ export class FsBlobStore extends AbstractBlobStore {
     // A hash that is none failed the constructor with a TypeError, or (a name without create) the first put.
     const hashProblem = hashBackendProblem(options.hash);
     if (hashProblem) throw new StoreError('INVALID_ARGUMENT', `FsBlobStore.open: ${hashProblem}`);
-    const store = new FsBlobStore(root, options);
+    const store = new FsBlobStore(OPENING, root, options);
     const { dev, ino } = await ensurePrivateDir(root, 'UNSAFE_ROOT');
     store.rootId = { dev, ino };
     for (const dir of [store.blobsV1Dir, store.blobDir, store.tmpDir, store.quarantineDir, store.asideDir]) {

@@ -16,6 +16,8 @@ import {
   type Hasher,
 } from '../hash/digest.js';
 import {
+  refuseOutsideOpen,
+  OPENING,
   readOptionFields,
   refuseNonSignal,
   StoreError,
@@ -111,7 +113,8 @@ export class PgBlobStore extends AbstractBlobStore {
   private readonly db: PgDatabase;
   private readonly hash: HashBackend;
 
-  private constructor(db: PgDatabase, options: PgBlobStoreOptions) {
+  private constructor(token: typeof OPENING, db: PgDatabase, options: PgBlobStoreOptions) {
+    refuseOutsideOpen(token, StoreError, 'PgBlobStore', 'PgBlobStore.open(options)');
     super(options);
     this.db = db;
     this.hash = options.hash;
@@ -151,7 +154,7 @@ export class PgBlobStore extends AbstractBlobStore {
       if (signal?.aborted) throwIfAborted(signal);
       throw storageFailed('open', err);
     }
-    return new PgBlobStore(db, options);
+    return new PgBlobStore(OPENING, db, options);
   }
 
   protected async _put(source: Uint8Array | AsyncIterable<Uint8Array>, { signal }: WriteLimits): Promise<BlobInfo> {

@@ -19,6 +19,8 @@ import { join } from 'node:path';
 import { Level } from 'level';
 import { onAbort, settledOrAborted } from '../../../store/abort.js';
 import {
+  refuseOutsideOpen,
+  OPENING,
   OPERATION_CANCELLED,
   quoted,
   readOptionFields,
@@ -204,9 +206,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private pinned: LevelSnapshot | undefined;
 
   private constructor(
+    token: typeof OPENING,
     private readonly db: Level<string, string>,
     private readonly writeBatch: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>,
   ) {
+    refuseOutsideOpen(token, ManifestError, 'LevelManifestLog', 'LevelManifestLog.open(path, options)');
     const keys = new LevelSigningKeys(db);
     const grants = new LevelGrantTable(db);
     super(grants, keys);
@@ -317,7 +321,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       }
       throw storageFailed('open', err);
     }
-    const log = new LevelManifestLog(db, options.writeBatch ?? writeSyncedBatch);
+    const log = new LevelManifestLog(OPENING, db, options.writeBatch ?? writeSyncedBatch);
     try {
       // LevelDB's open above could not be interrupted: an abort that came during it is answered here, the database
       // closed again (below) before anything else is read or written.
@@ -1020,7 +1024,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       } catch (err) {
         throw storageFailed('snapshot', err);
       }
-      view = new LevelManifestLog(readOnlyAt(this.db, snapshot), refuseBatch);
+      view = new LevelManifestLog(OPENING, readOnlyAt(this.db, snapshot), refuseBatch);
       view.pinned = snapshot;
       view.nextPosition = this.nextPosition;
       view.frontier = [...this.frontier];

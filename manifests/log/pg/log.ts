@@ -8,6 +8,8 @@
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
 import {
+  refuseOutsideOpen,
+  OPENING,
   isHandoffLedgerError,
   OPERATION_CANCELLED,
   readOptionFields,
@@ -349,7 +351,11 @@ export class PgManifestLog extends AbstractManifestLog {
   private readonly tree: PgTree;
   private readonly headsIndex: PgSessionHeads;
 
-  private constructor(private readonly db: PgDatabase) {
+  private constructor(
+    token: typeof OPENING,
+    private readonly db: PgDatabase,
+  ) {
+    refuseOutsideOpen(token, ManifestError, 'PgManifestLog', 'PgManifestLog.open(options)');
     super(new PgGrantTable(db), new PgSigningKeys(db));
     this.inlineBlobs = new CheckedInlineBlobTable(new PgInlineBlobs(db));
     this.tree = new PgTree(db);
@@ -588,7 +594,7 @@ export class PgManifestLog extends AbstractManifestLog {
     const db = new PgDatabase(options);
     try {
       await db.migrate('manifests', MANIFEST_MIGRATIONS, ManifestError, signal);
-      const log = new PgManifestLog(db);
+      const log = new PgManifestLog(OPENING, db);
       log.treeDamage = await log.tree.backfill(signal);
       await log.headsIndex.backfill(signal);
       throwIfAborted(signal, ManifestError);
@@ -1484,7 +1490,7 @@ export class PgManifestLog extends AbstractManifestLog {
     try {
       return await this.db.readSnapshot((db) => {
         began = true;
-        const view = new PgManifestLog(db);
+        const view = new PgManifestLog(OPENING, db);
         view.treeDamage = this.treeDamage;
         return fn(view);
       }, signal);
