@@ -1231,7 +1231,7 @@ describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md (and t
       (): string => {
         expect(valueOf('src/ledger/file-lock.ts', 'const staleMs = options.staleMs \\?\\? ([\\d_]+);')).toBe(120_000);
         expect(read('src/keys/keyring.ts')).not.toMatch(/staleMs/);
-        return `another host's when it was not touched for two minutes`;
+        return `another host's, or one naming no owner, when it was not touched for two minutes`;
       },
     ],
     [
