@@ -1,0 +1,93 @@
+/**
+ * docs/DESIGN.md, docs/ARCHITECTURE.md and docs/AUDIT.md name the repository's files and the code's names as they
+ * are: every path they give (`src/…`, `store/…`, `manifests/…`, `web/…`, `test/…`, `benchmarks/…`, `docs/…`) exists,
+ * a name they place in a file (`` `name` (path.ts `` , `` `name` in path.ts ``, `` (`name`, path.ts ``) is in that
+ * file, and a `Class.member` they name is a member of a class or interface the code declares. A file moved or a
+ * function renamed leaves no stale pointer behind in the contributors' and auditors' maps.
+ */
+import { readdirSync, readFileSync, existsSync } from 'node:fs';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const DOCS = ['docs/DESIGN.md', 'docs/ARCHITECTURE.md', 'docs/AUDIT.md'];
+const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
+/** A document's text with its line breaks and indentation as single spaces (a path or name may wrap). */
+const flat = (file: string) => read(file).replace(/\s+/g, ' ');
+
+/** The repository paths a text names: a top-level folder of the repository, then a path (no glob, no placeholder). */
+function pathsNamed(text: string): string[] {
+  const found = text.matchAll(/(?<![\w./<>-])((?:src|store|manifests|web|test|benchmarks|docs)\/[\w./*<>-]*[\w/*])/g);
+  return [...new Set([...found].map((m) => m[1]!).filter((p) => !/[*<>]/.test(p)))];
+}
+
+/** The (name, file) pairs a text places together: `` `name` (file `` , `` `name` in file ``, `` (`name`, file ``. */
+function namesInFiles(text: string): Array<{ name: string; file: string }> {
+  const file = '((?:src|store|manifests|web)\\/[\\w./-]+\\.ts)';
+  const name = '`([A-Za-z_][\\w.]*)(?:\\(\\))?`';
+  const patterns = [
+    new RegExp(`${name} \\(${file}[,;:)]`, 'g'),
+    new RegExp(`${name} in \`?${file}`, 'g'),
+    new RegExp(`\\(${name}, ${file}`, 'g'),
+  ];
+  return patterns.flatMap((re) => [...text.matchAll(re)].map((m) => ({ name: m[1]!, file: m[2]! })));
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory()) return e.name === 'node_modules' || e.name === 'dist' ? [] : sourceFiles(path);
+    return e.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** JavaScript's and the platform's own objects, which the documents name as `JSON.parse` and the like. */
+const PLATFORM = new Set(['JSON', 'Buffer', 'TextEncoder', 'TextDecoder', 'Math', 'Number', 'Object', 'Promise']);
+
+describe('the paths and names docs/ gives', () => {
+  it.each(DOCS)('%s names only paths that exist', (doc) => {
+    const paths = pathsNamed(flat(doc));
+    expect(paths.length).toBeGreaterThan(5);
+    expect(paths.filter((p) => !existsSync(join(ROOT, p)))).toEqual([]);
+  });
+
+  it.each(DOCS)('%s places each name it puts in a file in that file', (doc) => {
+    const pairs = namesInFiles(flat(doc));
+    const wrong = pairs.filter(({ name, file }) => {
+      const last = name.split('.').pop()!;
+      return !existsSync(join(ROOT, file)) || !new RegExp(`\\b${last}\\b`).test(read(file));
+    });
+    expect(wrong).toEqual([]);
+  });
+
+  it('DESIGN.md and ARCHITECTURE.md name as `Class.member` only members of a class or interface the code declares', () => {
+    const sources = ['src', 'store', 'manifests', 'web'].flatMap(sourceFiles).map((f) => read(f));
+    const said = DOCS.slice(0, 2).flatMap((doc) => [...read(doc).matchAll(/`([A-Z][A-Za-z0-9]*)\.([a-z_]\w*)/g)]);
+    expect(said.length).toBeGreaterThan(10);
+    const wrong = said
+      .filter((m) => !PLATFORM.has(m[1]!) && m[1] !== m[1]!.toUpperCase())
+      .filter(([, cls, member]) => {
+        const declaring = sources.filter((s) => new RegExp(`\\b(?:class|interface) ${cls}\\b`).test(s));
+        return !declaring.some((s) => new RegExp(`\\b${member}\\b`).test(s));
+      })
+      .map((m) => m[0]);
+    expect(wrong).toEqual([]);
+  });
+
+  // The checks above find what they are meant to: a wrong path, a name in the wrong file, an undeclared member.
+  it('finds a path that does not exist, a name not in its file, and reads paths that wrap', () => {
+    expect(pathsNamed('see `src/ledger/no-such-file.ts` and store/fs/blob-store.ts.')).toEqual([
+      'src/ledger/no-such-file.ts',
+      'store/fs/blob-store.ts',
+    ]);
+    expect(pathsNamed('`<root>/checkpoints/<stem>.pin`, `src/cli/*.ts`, fsck-*.ts')).toEqual([]);
+    const pairs = namesInFiles(
+      'one (`createFileWhole`, store/fs/atomic-file.ts) and `sharedRoot` in src/ledger/open.ts',
+    );
+    expect(pairs.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: 'createFileWhole', file: 'store/fs/atomic-file.ts' },
+      { name: 'sharedRoot', file: 'src/ledger/open.ts' },
+    ]);
+  });
+});
