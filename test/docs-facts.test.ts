@@ -1241,6 +1241,91 @@ describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md (and t
         return `naming no owner, after a minute untouched`;
       },
     ],
+    // Checked by hand against the code once, then held here (each phrase rebuilt from the constant it quotes).
+    [
+      'docs/DESIGN.md',
+      (): string => `is larger than ${bytes(constant('src/ledger/root-format.ts', 'MAX_ROOT_FORMAT_BYTES'))}`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `LevelDB copies an inline blob of up to ${bytes(constant('manifests/log/level/tables.ts', 'SYNC_READ_MAX_BYTES'))} out synchronously`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `So is a published summary stored inline of up to ${bytes(constant('src/ledger/ledger.ts', 'SYNC_HASH_MAX_BYTES'))}`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `(\`indexedHeads\`, ${count(constant('manifests/log/level/log.ts', 'INDEXED_HEADS_KEPT'))} sessions)`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => `nesting deeper than ${constant('src/summary/decoder.ts', 'MAX_DEPTH')} levels`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `after ${constant('store/pg/db.ts', 'CANCEL_RETRY_FIRST_MS')} ms and then doubling pauses up to ${constant('store/pg/db.ts', 'CANCEL_RETRY_MAX_MS') / 1000} s`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => `not at its ${constant('store/pg/db.ts', 'CONNECT_TIMEOUT_MS') / 1000} s connect timeout`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `Strings of ${count(constant('manifests/encoding/canonical.ts', 'MID_STRING'))} UTF-16 units or more`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `Summaries with ${bytes(constant('src/summary/summary.ts', 'STREAM_SUMMARY_FROM'))} of text or more`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => `a chunk's lines, up to ${count(constant('manifests/audit/verify-line.ts', 'RUN_LINES'))}, in one`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => {
+        expect(constant('store/fs/blob-io.ts', 'BLOCKS')).toBe(8);
+        return `copied into eight reused ${bytes(constant('store/fs/blob-io.ts', 'BLOCK'))} blocks`;
+      },
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => `A flush-behind \`fsync\` starts every ${bytes(constant('store/fs/blob-io.ts', 'FLUSH_BEHIND'))}`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `A \`put\` of one buffer up to ${bytes(constant('store/fs/blob-io.ts', 'FLUSH_BEHIND'))} is one write`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `${bytes(constant('store/fs/blob-io.ts', 'BLOCK'))} blocks on the filesystem, ${bytes(constant('store/pg/blob-store.ts', 'CHUNK'))} rows in PostgreSQL`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => {
+        expect(constant('manifests/audit/line-dispatch.ts', 'BATCHES_PER_WORKER')).toBe(2);
+        return `(two in flight per worker)`;
+      },
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `at most 2 × \`timeoutMs\` + ${valueOf('src/ledger/witnessing.ts', 'Math\\.min\\(2 \\* timeoutMs \\+ (\\d+), MAX_TIMER_MS\\)') / 1000} s (\`cosignWaitMs\`)`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `a holder waited for more than ${valueOf('src/ledger/file-lock.ts', 'options\\.waitMs \\?\\? ([\\d_]+)') / 1000} s is \`LOCKED\``,
+    ],
     // ARCHITECTURE.md said "by default the request deadline, 5 s": a deadline above 5 s is not waited for whole.
     ...(['docs/ARCHITECTURE.md', 'docs/AUDIT.md', 'README.md'] as const).map(
       (doc) =>
