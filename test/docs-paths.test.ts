@@ -2,7 +2,8 @@
  * docs/DESIGN.md, docs/ARCHITECTURE.md and docs/AUDIT.md name the repository's files and the code's names as they
  * are: every path they give (`src/…`, `store/…`, `manifests/…`, `web/…`, `test/…`, `benchmarks/…`, `docs/…`) exists,
  * a name they place in a file (`` `name` (path.ts `` , `` `name` in path.ts ``, `` (`name`, path.ts ``) is in that
- * file, and a `Class.member` they name is a member of a class or interface the code declares. A file moved or a
+ * file, a `Class.member` they name is a member of a class or interface the code declares, and a section of another
+ * document they point to (`DESIGN.md, "The pin on disk"`) is a heading or a bold-led paragraph there. A file moved or a
  * function renamed leaves no stale pointer behind in the contributors' and auditors' maps.
  */
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
@@ -34,6 +35,34 @@ function namesInFiles(text: string): Array<{ name: string; file: string }> {
   return patterns.flatMap((re) => [...text.matchAll(re)].map((m) => ({ name: m[1]!, file: m[2]! })));
 }
 
+/** The documents a reference may name, by the name the documents use for them. */
+const REFERABLE: Record<string, string> = {
+  'DESIGN.md': 'docs/DESIGN.md',
+  'ARCHITECTURE.md': 'docs/ARCHITECTURE.md',
+  'AUDIT.md': 'docs/AUDIT.md',
+  README: 'README.md',
+  'README.md': 'README.md',
+  'benchmarks/README.md': 'benchmarks/README.md',
+  'SECURITY.md': 'SECURITY.md',
+  'web/README.md': 'web/README.md',
+};
+
+/** The references to a section of another document a text makes: `DESIGN.md, "The pin on disk"` and the like. */
+function sectionRefs(text: string): Array<{ file: string; section: string }> {
+  const names = Object.keys(REFERABLE)
+    .sort((a, b) => b.length - a.length)
+    .map((n) => n.replace(/[.]/g, '\\.'))
+    .join('|');
+  const re = new RegExp(`(?:docs/)?(${names})(?:'s)?,? \\(?"([^"]+)"`, 'g');
+  return [...text.matchAll(re)].map((m) => ({ file: REFERABLE[m[1]!]!, section: m[2]! }));
+}
+
+/** Whether a document has a section of that name: a heading that holds it, or a paragraph led by it in bold. */
+function hasSection(text: string, section: string): boolean {
+  const lines = text.split('\n');
+  return lines.some((l) => /^#+ /.test(l) && l.includes(section)) || text.replace(/\s+/g, ' ').includes(`**${section}`);
+}
+
 function sourceFiles(dir: string): string[] {
   return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
     const path = `${dir}/${e.name}`;
@@ -53,6 +82,12 @@ describe('the paths and names docs/ gives', () => {
   });
 
   it.each(DOCS)('%s places each name it puts in a file in that file', (doc) => {
+    expect(sectionRefs('as DESIGN.md, "The pin on disk" says; docs/AUDIT.md, "Witnesses"')).toEqual([
+      { file: 'docs/DESIGN.md', section: 'The pin on disk' },
+      { file: 'docs/AUDIT.md', section: 'Witnesses' },
+    ]);
+    expect(hasSection(read('docs/DESIGN.md'), 'The pin on disk')).toBe(true);
+    expect(hasSection(read('docs/DESIGN.md'), 'The pin on paper')).toBe(false);
     const pairs = namesInFiles(flat(doc));
     const wrong = pairs.filter(({ name, file }) => {
       const last = name.split('.').pop()!;
@@ -75,8 +110,14 @@ describe('the paths and names docs/ gives', () => {
     expect(wrong).toEqual([]);
   });
 
-  // The checks above find what they are meant to: a wrong path, a name in the wrong file, an undeclared member.
-  it('finds a path that does not exist, a name not in its file, and reads paths that wrap', () => {
+  it.each(DOCS)('%s points only to sections that exist (`DESIGN.md, "The pin on disk"`)', (doc) => {
+    const refs = sectionRefs(flat(doc));
+    expect(refs.length).toBeGreaterThan(0);
+    expect(refs.filter(({ file, section }) => !hasSection(read(file), section))).toEqual([]);
+  });
+
+  // The checks above find what they are meant to: a wrong path, a name in the wrong file, a missing section.
+  it('finds a path that does not exist, a name not in its file, a section no document has', () => {
     expect(pathsNamed('see `src/ledger/no-such-file.ts` and store/fs/blob-store.ts.')).toEqual([
       'src/ledger/no-such-file.ts',
       'store/fs/blob-store.ts',
