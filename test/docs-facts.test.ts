@@ -687,6 +687,17 @@ describe('the formats DESIGN.md and the README give', () => {
     expect(block.split('\n').find((l) => l.includes('"covers"'))).toMatch(/\/\/ optional/);
   });
 
+  it("DESIGN.md's manifest and envelope give the media types the code writes, and its checkpoint the extension line", async () => {
+    const { MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE } = await import('../manifests/format/manifest-core.js');
+    const { SESSION_HEADS_EXTENSION } = await import('../manifests/tlog/session-heads.js');
+    const design = read('docs/DESIGN.md');
+    const manifest = design.split('**Manifest v1**')[1]!.split('```')[1]!;
+    expect(manifest).toContain(`"mediaType": "${SUMMARY_MEDIA_TYPE}"`);
+    expect(design.split('**Envelope.**')[1]!.split('\n\n')[0]).toContain(`payloadType: "${MANIFEST_PAYLOAD_TYPE}"`);
+    expect(design).toContain(`checkpoint extension line \`${SESSION_HEADS_EXTENSION}\``);
+    expect(read('docs/ARCHITECTURE.md')).toContain(`the extension line \`${SESSION_HEADS_EXTENSION} <base64>\``);
+  });
+
   it("the README's summary schema (v1) names summarySchema's fields, required and optional, as the schema has them", async () => {
     const { summarySchema } = await import('../manifests/format/summary.js');
     const para = readme.split('### Summary schema (v1)')[1]!.split('\n\n')[1]!.replace(/\s+/g, ' ');
