@@ -988,7 +988,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     const r = cli(['fsck', '--root', root]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but this root holds no key file of it ("${hostKeyPath(root, 'cli-host')}"): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. If it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")\n`,
+      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but this root holds no key file of it ("${hostKeyPath(root, 'cli-host')}"): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. Restore it from the newest backup of this root's keys (keys/ with trust.json, README "Backups"); if it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")\n`,
     );
     expect(snapshot(root)).toEqual(before);
   });

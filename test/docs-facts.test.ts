@@ -6,7 +6,7 @@
  * environment variables, exit codes, spans, error classes), the list is read from the code and compared whole.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import ts from 'typescript';
@@ -1579,6 +1579,29 @@ describe("the README's lost checkpoint key file", () => {
     expect(await main(['checkpoint', ...at], made.io)).toBe(0);
     expect(made.stderr()).toContain('checkpoint key file of host "h1" was missing');
     expect(existsSync(join(root, 'keys', file))).toBe(true);
+    expect(await main(['fsck', ...at], captureIo().io)).toBe(0);
+  });
+
+  it("is, on a restored root, fsck's refusal: what to restore from where, and the command that makes it anew", async () => {
+    // fsck's refusal advised `init` or `publish` (a summary published to make a key) and `keys revoke` to end the lost
+    // key: an open that makes a checkpoint key ends the lost one's window itself, and a revocation fails the
+    // checkpoints of every bundle exported before. The README's words: the file from the newest key backup, or another
+    // command first, `handoff-ledger checkpoint`.
+    const root = join(tempDir(), 'store');
+    const at = ['--root', root, '--host', 'h1'];
+    expect(await main(['init', ...at], captureIo().io)).toBe(0);
+    const keyBackup = join(tempDir(), 'keys');
+    cpSync(join(root, 'keys'), keyBackup, { recursive: true });
+    const file = readdirSync(join(root, 'keys')).find((f) => f.startsWith('checkpoint-'))!;
+    rmSync(join(root, 'keys', file)); // the root restored, its keys/ from a backup that lacks the checkpoint key
+    const fsck = captureIo();
+    expect(await main(['fsck', ...at], fsck.io)).toBe(1);
+    const said = fsck.stderr();
+    expect(said).toContain("restore the file from the newest backup of this root's keys");
+    expect(said).toContain('any other command on this root (`handoff-ledger checkpoint`, which publishes nothing)');
+    expect(lost).toContain('`handoff-ledger checkpoint`');
+    expect(said).not.toMatch(/`init` or `publish`|`keys revoke <keyId>` ends the lost one/);
+    cpSync(join(keyBackup, file), join(root, 'keys', file));
     expect(await main(['fsck', ...at], captureIo().io)).toBe(0);
   });
 });

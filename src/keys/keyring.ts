@@ -93,15 +93,29 @@ export interface KeyringOptions {
 
 /**
  * What a diagnosing open (`makeNoKeys`) refuses with where the load would make a key: the key file missing, and
- * `keys/` with it when that is gone too. It makes neither (nor a lock file): the root is left as it was.
+ * `keys/` with it when that is gone too. It makes neither (nor a lock file): the root is left as it was. The advice is
+ * for the root fsck most often meets this on, one restored from a backup: the keys come from the newest backup of
+ * them (README "Backups"), not the root's; a lost checkpoint key is made anew by any other open, which ends the lost
+ * one's window itself (a revocation is for a copy that may exist, and fails the checkpoints of bundles exported before).
  */
-function diagnosisMakesNoKey(what: string, path: string, keysDir: string, keysDirMissing: boolean): LedgerError {
+function diagnosisMakesNoKey(
+  kind: 'host' | 'checkpoint',
+  path: string,
+  keysDir: string,
+  keysDirMissing: boolean,
+): LedgerError {
+  const what = kind === 'host' ? "this host's key file" : "this host's checkpoint key file";
   const missing = keysDirMissing
     ? `${quoted(keysDir)} is missing (so is ${what} ${quoted(path)})`
     : `${what} ${quoted(path)} is missing`;
+  const restore = `restore ${keysDirMissing ? 'the directory' : 'the file'} from the newest backup of this root's keys (keys/ with trust.json: a root restored from a backup runs with the current keys, README "Backups")`;
+  const lost =
+    kind === 'host'
+      ? `If the keys are lost: \`init\` or \`publish\` with this host makes new ones, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`
+      : `If it is lost: any other command on this root (\`handoff-ledger checkpoint\`, which publishes nothing) makes a new checkpoint key and ends the lost one's window, then run fsck; its notice names the lost key, to revoke only if a copy of it may exist (a bundle exported before then verifies no more)`;
   return new LedgerError(
     'KEY_INVALID',
-    `${missing}: a diagnosing open (fsck) makes no key nor key directory, for it writes nothing to the store it diagnoses; restore ${keysDirMissing ? 'the directory' : 'the file'} from a backup. If the keys are lost: \`init\` or \`publish\` with this host makes new ones, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
+    `${missing}: a diagnosing open (fsck) makes no key nor key directory, for it writes nothing to the store it diagnoses; ${restore}. ${lost}`,
   );
 }
 
@@ -413,7 +427,7 @@ export async function refuseNewHostKey(root: string, host: string): Promise<void
   if (read.trust.keys.some((k) => k.host === host))
     throw new LedgerError(
       'KEY_INVALID',
-      `host ${shown} is listed in trust.json but this root holds no key file of it (${quoted(path)}): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. If it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
+      `host ${shown} is listed in trust.json but this root holds no key file of it (${quoted(path)}): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. Restore it from the newest backup of this root's keys (keys/ with trust.json, README "Backups"); if it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
     );
   const hosts = [...new Set(read.trust.keys.map((k) => k.host))].sort();
   throw new LedgerError(
@@ -515,8 +529,7 @@ export class Keyring {
         // Checked before the open wrote anything (src/ledger/open.ts); here again, for a key file removed since.
         if (options.createHostKey === false) await refuseNewHostKey(options.root, options.host);
         if (options.writeNothing) throw options.writeNothing;
-        if (options.makeNoKeys === true)
-          throw diagnosisMakesNoKey("this host's key file", keyPath, keysDir, keysDirMissing);
+        if (options.makeNoKeys === true) throw diagnosisMakesNoKey('host', keyPath, keysDir, keysDirMissing);
         if (!held) throw new NeedsTrustLock();
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
@@ -592,7 +605,7 @@ export class Keyring {
             'KEY_INVALID',
             `${quoted(checkpointPath)} is missing and ${quoted(trustPath)} lists no checkpoint key of this host: a store written before checkpoint keys, which its first ordinary open upgrades (makes the checkpoint key, lists it and builds the log's tree); a diagnosing open (fsck) writes no key. Open it once (\`init\` with this root and host, or any command but fsck), then run fsck`,
           );
-        throw diagnosisMakesNoKey("this host's checkpoint key file", checkpointPath, keysDir, keysDirMissing);
+        throw diagnosisMakesNoKey('checkpoint', checkpointPath, keysDir, keysDirMissing);
       }
       if (!held) throw new NeedsTrustLock();
       await writeKeyFile(checkpointPath, generateJwk());
