@@ -1605,3 +1605,50 @@ describe("the README's lost checkpoint key file", () => {
     expect(await main(['fsck', ...at], captureIo().io)).toBe(0);
   });
 });
+
+describe("the README's root restored with its own keys, from before a rotation", () => {
+  // Walking "Backups": such a root signs with the key rotated out again, fsck finds nothing wrong, and the README named
+  // `KEY_EXPIRED` alone for the auditors' verify; a manifest it refuses that was a session's head leaves that chain
+  // ending before the head the checkpoint commits, which step 10 reports too (docs/AUDIT.md).
+  const said = readme
+    .split('every trust file exported since refuses (')[1]!
+    .split('); with the current ones')[0]!
+    .replace(/\s+/g, ' ');
+  const named = [...said.matchAll(/`([A-Z][A-Z_]+)`/g)].map((m) => m[1]!).sort();
+
+  it('is KEY_EXPIRED in verify with the current trust file, and the head finding of a full or a filtered bundle', async () => {
+    const root = join(tempDir(), 'store');
+    const at = ['--root', root, '--host', 'h1'];
+    const scope = { principal: 'alice', session: 's1', run: 'r' };
+    const publish = async (n: number) => {
+      const ledger = await openLedger({ root, host: 'h1' });
+      await ledger.publish(scope, { task: `t${n}`, state: 's', nextSteps: [] });
+      await ledger.close();
+    };
+    await publish(0);
+    await publish(1);
+    const backup = join(tempDir(), 'root-backup');
+    cpSync(root, backup, { recursive: true });
+    expect(await main(['keys', 'rotate', ...at], captureIo().io)).toBe(0);
+    await publish(2);
+    const trust = join(tempDir(), 'trust.json');
+    expect(await main(['keys', 'export', ...at, '--out', trust], captureIo().io)).toBe(0);
+    // Restored whole, keys/ and trust.json of the backup included; a publish signs with the key rotated out.
+    rmSync(root, { recursive: true });
+    cpSync(backup, root, { recursive: true });
+    await publish(3);
+    expect(await main(['fsck', ...at], captureIo().io)).toBe(0);
+    const codes = async (filter: string[]) => {
+      const out = join(tempDir(), 'bundle');
+      expect(await main(['export', ...at, '--out', out, ...filter], captureIo().io)).toBe(0);
+      const verified = captureIo();
+      expect(await main(['verify', out, '--trust', trust, ...filter, '--json'], verified.io)).toBe(1);
+      return Object.keys((JSON.parse(verified.stdout()) as { counts: { byCode: object } }).counts.byCode);
+    };
+    const full = await codes([]);
+    const filtered = await codes(['--session', 's1']);
+    expect(full.sort()).toEqual(['KEY_EXPIRED', 'SESSION_HEAD_MISMATCH']);
+    expect(filtered.sort()).toEqual(['KEY_EXPIRED', 'SESSION_TAIL_MISSING']);
+    expect(named).toEqual([...new Set([...full, ...filtered])].sort());
+  });
+});
