@@ -692,15 +692,22 @@ export class CheckpointGuard {
 
   private async demandConsistency(pinned: SignedCheckpoint, head: TreeHead): Promise<void> {
     const old = pinned.checkpoint;
-    const refuse = (code: 'ROLLBACK' | 'FORK', reason: string): never => {
+    const refuse = (code: 'ROLLBACK' | 'FORK', reason: string, advice = ''): never => {
       const current = formatCheckpoint({ origin: this.origin, size: head.size, root: head.root, extensions: [] });
-      return this.refuse(code, `the log is not an extension of the pinned checkpoint: ${reason}`, {
+      return this.refuse(code, `the log is not an extension of the pinned checkpoint: ${reason}${advice}`, {
         pinned: pinned.note,
         current,
         reason,
       });
     };
-    if (head.size < old.size) refuse('ROLLBACK', `the tree has ${head.size} entries, ${old.size} were pinned`);
+    // What the operator of a store restored from a backup (or failed over to a replica behind) meets first: said here,
+    // for every command of every host refuses with it until the pin is put back or moved aside (README "Backups").
+    if (head.size < old.size)
+      refuse(
+        'ROLLBACK',
+        `the tree has ${head.size} entries, ${old.size} were pinned`,
+        ` (${quoted(`${this.stem}.pin`)}): entries the log held are gone. A store restored from a backup: put back this root's checkpoints/ from the same backup, or, without a copy, move the pin aside (README "Backups"); otherwise keep the pin as evidence and run fsck`,
+      );
     if (head.size === old.size) refuse('FORK', `another root at the pinned size ${old.size}`);
     // Every tree extends the empty one.
     if (old.size === 0) return;
