@@ -1652,3 +1652,64 @@ describe("the README's root restored with its own keys, from before a rotation",
     expect(named).toEqual([...new Set([...full, ...filtered])].sort());
   });
 });
+
+describe("the README's telemetry of the CLI", () => {
+  // Walking "Telemetry" as an operator: the CLI registers no SDK, and the README did not say how its commands are
+  // recorded. The command it shows, with a module that registers an SDK and shuts it down on beforeExit, records them.
+  const shown = /`NODE_OPTIONS='--import \.\/otel\.mjs' handoff-ledger ([^`]+)`/.exec(
+    readme.split('**Telemetry.**')[1]!.split('| spans |')[0]!.replace(/\s+/g, ' '),
+  );
+
+  it('is recorded through an SDK preloaded with NODE_OPTIONS, which the command lets flush on beforeExit', async () => {
+    expect(shown, 'the README shows the preload command').not.toBeNull();
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    const ledger = await openLedger({ root, host: 'h1' });
+    await ledger.publish({ principal: 'alice', session: 's1', run: 'r' }, { task: 't', state: 's', nextSteps: [] });
+    await ledger.close();
+    const from = JSON.stringify(new URL('../package.json', import.meta.url).pathname);
+    writeFileSync(
+      join(dir, 'otel.mjs'),
+      `import { createRequire } from 'node:module';
+import { writeFileSync } from 'node:fs';
+const require = createRequire(${from});
+const { trace, metrics } = require('@opentelemetry/api');
+const { BasicTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } = require('@opentelemetry/sdk-trace-base');
+const { MeterProvider, PeriodicExportingMetricReader, InMemoryMetricExporter, AggregationTemporality } =
+  require('@opentelemetry/sdk-metrics');
+const spans = new InMemorySpanExporter();
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
+trace.setGlobalTracerProvider(tracerProvider);
+const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3600000 });
+const meterProvider = new MeterProvider({ readers: [reader] });
+metrics.setGlobalMeterProvider(meterProvider);
+let done = false;
+process.on('beforeExit', async () => {
+  if (done) return;
+  done = true;
+  const names = spans.getFinishedSpans().map((s) => s.name);
+  await tracerProvider.shutdown();
+  await meterProvider.shutdown();
+  const measured = exporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((m) => m.metrics.map((x) => x.descriptor.name)));
+  writeFileSync('recorded.json', JSON.stringify({ names, measured }));
+});
+`,
+    );
+    const args = shown![1]!.split(' ');
+    const r = spawnSync(process.execPath, [new URL('../dist/src/cli/main.js', import.meta.url).pathname, ...args], {
+      cwd: dir,
+      env: {
+        ...process.env,
+        NODE_OPTIONS: '--import ./otel.mjs',
+        HANDOFF_LEDGER_ROOT: root,
+        HANDOFF_LEDGER_HOST: 'h1',
+      },
+      encoding: 'utf8',
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const recorded = JSON.parse(readFileSync(join(dir, 'recorded.json'), 'utf8')) as Record<string, string[]>;
+    expect(recorded.names).toEqual([`handoff_ledger.${args[0]}`]);
+    expect(recorded.measured).toContain(`handoff_ledger.${args[0]}.duration`);
+  });
+});
