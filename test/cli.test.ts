@@ -1048,6 +1048,15 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     expect(r.stderr).toMatch(
       /^handoff-ledger: KEY_INVALID: .* does not list key "ed25519:[0-9a-f]+" of host "h1", read from ".*", which signed manifests of this store: a trust\.json from before its last rotation; restore the current one/,
     );
+    // A command that may list keys (publish, init) is refused in the same words, the host named as every id is.
+    for (const args of [['publish', ...scope, summary], ['init']]) {
+      const refused = cli([...args, '--root', root, '--host', 'h1']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(
+        /^handoff-ledger: KEY_INVALID: .* does not list key "ed25519:[0-9a-f]+" of host "h1", which signed manifests of this store: a trust\.json from before its last rotation; restore the current one .*; nothing was listed\n$/,
+      );
+    }
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(old);
   });
 
   it('lists no key file trust.json does not list (KEY_INVALID, no key written or listed); init lists it', async () => {

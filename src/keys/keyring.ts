@@ -759,7 +759,7 @@ export class Keyring {
       if (!elsewhere && (await this.options.signedBefore?.(signer.keyId)))
         throw new LedgerError(
           'KEY_INVALID',
-          `${quoted(this.trustPath)} does not list key ${quoted(signer.keyId)} of host ${this.options.host}, which signed manifests of this store (a trust.json from before its last rotation?); restore the current trust.json (a backup or \`keys export\` taken after the last rotation)`,
+          `${quoted(this.trustPath)} does not list key ${quoted(signer.keyId)} of host ${quoted(this.options.host)}, which signed manifests of this store: a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); nothing was listed`,
         );
       // The rotation's new key may not have signed yet (a backup taken, and restored, right after it): the log then
       // knows nothing of it, but it closed the key trust.json still holds current. Listed from now beside that one, the
