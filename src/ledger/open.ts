@@ -5,7 +5,7 @@
  */
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { lstat } from 'node:fs/promises';
+import { lstat, rmdir } from 'node:fs/promises';
 import type { BlobStore } from '../../store/blob-store.js';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { hashBackendNameProblem, loadHashBackend } from '../../store/hash/backends.node.js';
@@ -481,6 +481,9 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   const signal = options.signal;
   const rootFormat = await refuseBeforeMaking(options, host, root, { signal, connect: true });
   throwIfCancelled(signal);
+  // Whether this open makes the root: one it made is removed again (while still empty) when PostgreSQL cannot be opened,
+  // as a refused open leaves the root as it found it (a role that does not exist left an empty root behind).
+  const rootWasThere = (await refuseNonDirectory(root, 'UNSAFE_ROOT')) !== undefined;
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
   const hashBackend = await loadHashBackend(options.hash ?? 'auto', notice);
   // The log is opened first: an embedded log's lock must be held before every staging file is cleared, or a second
@@ -506,6 +509,7 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
           ({ log: l, blobs: b }) => Promise.all([l.close(), b.close()]).catch(() => {}),
           () => {},
         );
+      if (!rootWasThere) await rmdir(root).catch(() => {});
       throw err;
     }
   }
