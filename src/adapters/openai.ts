@@ -116,8 +116,17 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
   // structurally: the SDK's types have `phase` only from a version above the lowest of the peer range.
   const phaseOf = (item: object): unknown => (item as { phase?: unknown }).phase;
   const phased = (r.output ?? []).some((item) => item.type === 'message' && phaseOf(item) === 'final_answer');
+  // An item of the answer (a message, a call) carries its own status: one not `completed` in a response that says it
+  // is (`in_progress`, `incomplete`) is no finished answer either, however whole it looks.
+  let unfinishedItem = false;
   for (const item of r.output ?? []) {
+    if (item.type !== 'message' && item.type !== 'function_call' && item.type !== 'custom_tool_call') continue;
+    const itemStatus: unknown = (item as { status?: unknown }).status;
+    if (itemStatus !== undefined && itemStatus !== null && itemStatus !== 'completed') unfinishedItem = true;
     if (item.type === 'function_call') calls.push(toolCall(item.call_id, item.name, item.arguments, true));
+    // A call of a custom (free-text) tool is a call all the same: named to extractSummary, which refuses any tool
+    // but submit_handoff (SUMMARY_INVALID), never dropped unread beside it.
+    if (item.type === 'custom_tool_call') calls.push(toolCall(item.call_id, item.name, item.input, true));
     if (item.type !== 'message') continue;
     for (const part of item.content) {
       if (part.type === 'output_text') {
@@ -129,7 +138,7 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
   let finishReason: ModelFinishReason = calls.length > 0 ? 'tool_calls' : 'stop';
   if (r.status === 'incomplete') {
     finishReason = r.incomplete_details?.reason === 'content_filter' ? 'content_filter' : 'length';
-  } else if (r.status !== 'completed') finishReason = 'other';
+  } else if (r.status !== 'completed' || unfinishedItem) finishReason = 'other';
   const text = texts.join('');
   const out: ModelResponse = { finishReason, text };
   if (calls.length > 0) out.toolCalls = calls;
@@ -203,9 +212,12 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
   if (message.refusal) return { finishReason: 'refusal', refusal: message.refusal };
   const out: ModelResponse = { finishReason: finishReasonOf(CHAT_FINISH, choice.finish_reason) };
   if (message.content !== null) out.text = message.content;
-  const calls = (message.tool_calls ?? []).flatMap((t) =>
-    t.type === 'function' ? [toolCall(t.id, t.function.name, t.function.arguments, true)] : [],
-  );
+  // A call of a custom (free-text) tool is named to extractSummary as any other tool (SUMMARY_INVALID), not dropped.
+  const calls = (message.tool_calls ?? []).flatMap((t) => {
+    if (t.type === 'function') return [toolCall(t.id, t.function.name, t.function.arguments, true)];
+    const custom = (t as { custom?: { name?: unknown; input?: unknown } }).custom;
+    return [toolCall(t.id, typeof custom?.name === 'string' ? custom.name : 'a custom tool', custom?.input, true)];
+  });
   if (calls.length > 0) out.toolCalls = calls;
   const value = structured && out.text !== undefined ? readJson(out.text, true) : undefined;
   if (value !== undefined) out.output = value;

@@ -274,3 +274,84 @@ describe("openaiAdapter: README's Responses statuses without a finished answer",
     },
   );
 });
+
+describe('openaiAdapter: an answer that also calls a tool of another kind, or holds an item not finished', () => {
+  /** One compaction through the adapter (`api`, `mode`) against `reply`: its error, and how many publishes it made. */
+  async function compactOnce(api: 'responses' | 'chat', mode: 'tool' | 'structured', reply: Reply) {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(reply);
+      let published = 0;
+      const ledger = {
+        publish: async () => {
+          published++;
+          return { id: 'x' as never, seq: 0, digest: 'x' as never, size: 1 };
+        },
+      };
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: openaiAdapter({ client: client(provider.url), model: 'gpt-test', api }),
+        transcript: [{ role: 'user', content: 'hi' }],
+        mode,
+      }).catch((e: unknown) => e);
+      return { outcome, published };
+    } finally {
+      await provider.close();
+    }
+  }
+  const args = JSON.stringify(strictSummary);
+
+  it('refuses a Chat Completions answer with a custom tool call beside submit_handoff: SUMMARY_INVALID naming it', async () => {
+    // The SDK's types: a tool call is `function` or `custom` ({ custom: { name, input } }); the custom one was dropped
+    // unread and the answer published as if submit_handoff had been the only call.
+    const { outcome, published } = await compactOnce('chat', 'tool', {
+      body: completion(
+        {
+          role: 'assistant',
+          content: null,
+          refusal: null,
+          tool_calls: [
+            { id: 'call_1', type: 'function', function: { name: 'submit_handoff', arguments: args } },
+            { id: 'call_2', type: 'custom', custom: { name: 'apply_patch', input: '*** Begin Patch' } },
+          ],
+        },
+        'tool_calls',
+      ),
+    });
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect((outcome as Error).message).toMatch(/called "apply_patch"/);
+    expect(published).toBe(0);
+  });
+
+  it('refuses a Responses answer with a custom_tool_call item beside submit_handoff: SUMMARY_INVALID naming it', async () => {
+    const custom = { type: 'custom_tool_call', id: 'ctc_1', call_id: 'call_2', name: 'apply_patch', input: 'x' };
+    const { outcome, published } = await compactOnce('responses', 'tool', response([functionCall(args), custom]));
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect((outcome as Error).message).toMatch(/called "apply_patch"/);
+    expect(published).toBe(0);
+  });
+
+  it.each(['incomplete', 'in_progress'])(
+    'reads a completed response whose submit_handoff item has status %s as not finished: SUMMARY_INCOMPLETE',
+    async (status) => {
+      const { outcome, published } = await compactOnce(
+        'responses',
+        'tool',
+        response([{ ...functionCall(args), status }]),
+      );
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INCOMPLETE' });
+      expect(published).toBe(0);
+    },
+  );
+
+  it('reads a completed response whose answer message has status incomplete as not finished: SUMMARY_INCOMPLETE', async () => {
+    const { outcome, published } = await compactOnce(
+      'responses',
+      'structured',
+      response([{ ...message([outputText(args)]), status: 'incomplete' }]),
+    );
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INCOMPLETE' });
+    expect(published).toBe(0);
+  });
+});
