@@ -164,10 +164,28 @@ const STOP: Record<string, ModelFinishReason> = {
   refusal: 'refusal',
 };
 
+/**
+ * A refusal's reason as `stop_details` gives it (`{ type: 'refusal', category, explanation }`, each may be null): its
+ * category and explanation, or `undefined` without either. Read structurally: the SDK's types have `stop_details` only
+ * from a version above the lowest of the peer range.
+ */
+function refusalDetails(m: Message): string | undefined {
+  const details: unknown = (m as { stop_details?: unknown }).stop_details;
+  if (typeof details !== 'object' || details === null) return undefined;
+  const { category, explanation } = details as { category?: unknown; explanation?: unknown };
+  const said = [category, explanation].filter((s): s is string => typeof s === 'string' && s !== '');
+  return said.length > 0 ? said.join(': ') : undefined;
+}
+
 function fromMessage(m: Message): ModelResponse {
   const text = m.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('');
   const finishReason = finishReasonOf(STOP, m.stop_reason);
-  if (finishReason === 'refusal') return text === '' ? { finishReason } : { finishReason, refusal: text };
+  if (finishReason === 'refusal') {
+    // The API's reason for the refusal when it gives one; else the text, if any. A refusal stops an answer part way
+    // (the streaming classifiers intervene), so the text may be the start of an answer, not words about the refusal.
+    const refusal = refusalDetails(m) ?? text;
+    return refusal === '' ? { finishReason } : { finishReason, refusal };
+  }
   const calls = m.content.flatMap((b) =>
     b.type === 'tool_use' ? [toolCall(b.id, b.name, b.input, false, 'value')] : [],
   );

@@ -379,3 +379,35 @@ describe("anthropicAdapter in structured mode: the Messages API's structured out
     },
   );
 });
+
+describe('anthropicAdapter: a refusal with stop_details', () => {
+  it("names the refusal's category and explanation (stop_details) in MODEL_REFUSED, not the words of a partial answer", async () => {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compactionRequest, extractSummary } = await import('../../src/compaction/tool.js');
+    const provider = await startFakeProvider();
+    try {
+      // The classifier stopped the answer part way: the text before it is no explanation of the refusal.
+      const reply = message([{ type: 'text', text: 'Here is the' }], 'refusal');
+      (reply.body as Record<string, unknown>).stop_details = {
+        type: 'refusal',
+        category: 'cyber',
+        explanation: 'The request could enable malware development.',
+      };
+      provider.script(reply);
+      const model = anthropicAdapter({
+        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+        model: 'claude-test',
+      });
+      const answer = await model(compactionRequest({ messages: [{ role: 'user', content: 'hi' }] }));
+      expect(answer).toEqual({
+        finishReason: 'refusal',
+        refusal: 'cyber: The request could enable malware development.',
+      });
+      expect(() => extractSummary(answer)).toThrow(
+        expect.objectContaining({ code: 'MODEL_REFUSED', message: expect.stringMatching(/cyber: The request/) }),
+      );
+    } finally {
+      await provider.close();
+    }
+  });
+});
