@@ -19,6 +19,7 @@ import {
   readJson,
   requireClientMethod,
   splitSystem,
+  toolCall,
   withoutEmptyTurns,
 } from './shared.js';
 
@@ -102,6 +103,16 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
     .join('');
   // No finish reason is no finish: the SDK documents an empty one as "the model has not stopped generating".
   const out: ModelResponse = { finishReason: finishReasonOf(FINISH, candidate.finishReason), text };
+  // No tool is offered, but a functionCall part the model wrote is a call all the same: named to extractSummary, which
+  // refuses any tool but submit_handoff (SUMMARY_INVALID), not dropped beside the answer (or read as no answer at all).
+  const calls = (candidate.content?.parts ?? []).flatMap((p) => {
+    const call = p.functionCall;
+    if (!call) return [];
+    return [
+      toolCall(call.id ?? '', typeof call.name === 'string' ? call.name : 'a function', call.args, false, 'value'),
+    ];
+  });
+  if (calls.length > 0) out.toolCalls = calls;
   const value = readJson(text, false);
   if (value !== undefined) out.output = value;
   return out;

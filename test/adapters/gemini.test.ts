@@ -216,3 +216,48 @@ describe("geminiAdapter: README's finish reasons", () => {
     expect(extractSummary(answer)).toEqual(summary);
   });
 });
+
+describe('geminiAdapter: an answer with functionCall parts (no tool is offered)', () => {
+  it.each([
+    ['beside the JSON answer', true],
+    ['in place of an answer', false],
+  ] as const)(
+    'refuses a finished answer with a functionCall part %s: SUMMARY_INVALID naming the function, nothing published',
+    async (_, withText) => {
+      const { startFakeProvider } = await import('../support/fake-provider.js');
+      const { compact } = await import('../../src/compaction/compact.js');
+      const provider = await startFakeProvider();
+      try {
+        const reply = generated(withText ? JSON.stringify(summary) : undefined, 'STOP');
+        const candidate = (reply.body as { candidates: Array<{ content: { parts: unknown[] } }> }).candidates[0]!;
+        candidate.content.parts.push({ functionCall: { id: 'fc_1', name: 'write_file', args: { path: 'a.ts' } } });
+        provider.script(reply);
+        let published = 0;
+        const ledger = {
+          publish: async () => {
+            published++;
+            return { id: 'x' as never, seq: 0, digest: 'x' as never, size: 1 };
+          },
+        };
+        const outcome = await compact({
+          ledger,
+          scope: { principal: 'alice', session: 's1', run: 'r1' },
+          model: geminiAdapter({
+            client: new GoogleGenAI({
+              apiKey: 'k',
+              httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } },
+            }),
+            model: 'gemini-test',
+          }),
+          transcript: [{ role: 'user', content: 'hi' }],
+          mode: 'structured',
+        }).catch((e: unknown) => e);
+        expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+        expect((outcome as Error).message).toMatch(/called "write_file"/);
+        expect(published).toBe(0);
+      } finally {
+        await provider.close();
+      }
+    },
+  );
+});
