@@ -218,6 +218,9 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
     const custom = (t as { custom?: { name?: unknown; input?: unknown } }).custom;
     return [toolCall(t.id, typeof custom?.name === 'string' ? custom.name : 'a custom tool', custom?.input, true)];
   });
+  // The deprecated single call (finish_reason `function_call`, read as a finished call): named as the others are.
+  const legacy = message.function_call;
+  if (legacy) calls.push(toolCall('', legacy.name, legacy.arguments, true));
   if (calls.length > 0) out.toolCalls = calls;
   const value = structured && out.text !== undefined ? readJson(out.text, true) : undefined;
   if (value !== undefined) out.output = value;

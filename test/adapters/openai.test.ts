@@ -324,6 +324,25 @@ describe('openaiAdapter: an answer that also calls a tool of another kind, or ho
     expect(published).toBe(0);
   });
 
+  it('refuses a Chat Completions answer with the deprecated message.function_call (finish_reason function_call): SUMMARY_INVALID naming it', async () => {
+    // The table reads finish_reason function_call as a finished call, whose call is message.function_call (not
+    // tool_calls): it was dropped unread, and the JSON text beside it published as the summary.
+    const { outcome, published } = await compactOnce('chat', 'structured', {
+      body: completion(
+        {
+          role: 'assistant',
+          content: args,
+          refusal: null,
+          function_call: { name: 'write_file', arguments: '{"path":"a.ts"}' },
+        },
+        'function_call',
+      ),
+    });
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect((outcome as Error).message).toMatch(/called "write_file"/);
+    expect(published).toBe(0);
+  });
+
   it('refuses a Responses answer with a custom_tool_call item beside submit_handoff: SUMMARY_INVALID naming it', async () => {
     const custom = { type: 'custom_tool_call', id: 'ctc_1', call_id: 'call_2', name: 'apply_patch', input: 'x' };
     const { outcome, published } = await compactOnce('responses', 'tool', response([functionCall(args), custom]));
