@@ -27,6 +27,7 @@ import {
   toolInputObject,
   wholeNumberOption,
   withoutEmptyTurns,
+  withProviderReason,
 } from './shared.js';
 
 export interface AiSdkAdapterOptions {
@@ -127,6 +128,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
     let result: Awaited<ReturnType<typeof generateText>>;
     // The last step's content: where the SDK throws for want of an object, its error carries only the joined text.
     let lastStep: readonly TextPart[] | undefined;
+    let lastRawReason: string | undefined; // and its provider's own finish reason
     try {
       result = await generateText({
         model: options.model,
@@ -150,6 +152,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
         ...(maxRetries === undefined ? {} : { maxRetries }),
         onStepFinish: (step) => {
           lastStep = step.content;
+          lastRawReason = step.rawFinishReason;
         },
         // For the ai SDK's OpenAI provider (other providers ignore the key): `store: false` to its Responses models (the
         // provider's default), as openaiAdapter sends it — they otherwise keep the transcript being summarised as a
@@ -176,7 +179,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
       }
       if (ai.NoObjectGeneratedError.isInstance(err)) {
         const text = lastStep ? answerText(lastStep) : (err.text ?? '');
-        return answer(err.finishReason ?? 'other', text, [], readJson(text, strict));
+        return answer(err.finishReason ?? 'other', text, [], readJson(text, strict), lastRawReason);
       }
       throw err;
     }
@@ -185,7 +188,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
     const calls = result.toolCalls.map((c) => toolCall(c.toolCallId, c.toolName, c.input, strict, 'value'));
     // The text, not `result.output`: a cut-off or invalid answer must reach extractSummary, not throw here.
     const text = answerText(result.content);
-    return answer(result.finishReason, text, calls, f ? readJson(text, strict) : undefined);
+    return answer(result.finishReason, text, calls, f ? readJson(text, strict) : undefined, result.rawFinishReason);
   };
 }
 
@@ -215,8 +218,9 @@ function answerText(content: readonly TextPart[]): string {
     .join('');
 }
 
-function answer(reason: string, text: string, calls: ModelToolCall[], value: unknown): ModelResponse {
-  const out: ModelResponse = { finishReason: finishReasonOf(FINISH, reason), text };
+/** The answer as a `ModelResponse`: `raw`, the provider's own finish reason, named when it did not finish. */
+function answer(reason: string, text: string, calls: ModelToolCall[], value: unknown, raw?: unknown): ModelResponse {
+  const out = withProviderReason({ finishReason: finishReasonOf(FINISH, reason), text }, raw);
   if (calls.length > 0) out.toolCalls = calls;
   if (value !== undefined) out.output = value;
   return out;

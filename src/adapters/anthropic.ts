@@ -30,6 +30,7 @@ import {
   toolInputObject,
   wholeNumberOption,
   withoutEmptyTurns,
+  withProviderReason,
 } from './shared.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
 
@@ -189,7 +190,7 @@ function fromMessage(m: Message): ModelResponse {
   const calls = m.content.flatMap((b) =>
     b.type === 'tool_use' ? [toolCall(b.id, b.name, b.input, false, 'value')] : [],
   );
-  const out: ModelResponse = { finishReason, text };
+  const out = withProviderReason({ finishReason, text }, m.stop_reason);
   if (calls.length > 0) out.toolCalls = calls;
   return out;
 }

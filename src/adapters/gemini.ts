@@ -21,6 +21,7 @@ import {
   splitSystem,
   toolCall,
   withoutEmptyTurns,
+  withProviderReason,
 } from './shared.js';
 
 export interface GeminiAdapterOptions {
@@ -102,7 +103,10 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
     .flatMap((p) => (typeof p.text === 'string' && p.thought !== true ? [p.text] : []))
     .join('');
   // No finish reason is no finish: the SDK documents an empty one as "the model has not stopped generating".
-  const out: ModelResponse = { finishReason: finishReasonOf(FINISH, candidate.finishReason), text };
+  const out = withProviderReason(
+    { finishReason: finishReasonOf(FINISH, candidate.finishReason), text },
+    candidate.finishReason,
+  );
   // No tool is offered, but a functionCall part the model wrote is a call all the same: named to extractSummary, which
   // refuses any tool but submit_handoff (SUMMARY_INVALID), not dropped beside the answer (or read as no answer at all).
   const calls = (candidate.content?.parts ?? []).flatMap((p) => {

@@ -37,6 +37,7 @@ import {
   schemaFor,
   toolArguments,
   toolCall,
+  withProviderReason,
 } from './shared.js';
 
 export interface OpenAIAdapterOptions {
@@ -118,11 +119,12 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
   const phased = (r.output ?? []).some((item) => item.type === 'message' && phaseOf(item) === 'final_answer');
   // An item of the answer (a message, a call) carries its own status: one not `completed` in a response that says it
   // is (`in_progress`, `incomplete`) is no finished answer either, however whole it looks.
-  let unfinishedItem = false;
+  let unfinishedItem: string | undefined; // the first such item's type and status, e.g. `function_call in_progress`
   for (const item of r.output ?? []) {
     if (item.type !== 'message' && item.type !== 'function_call' && item.type !== 'custom_tool_call') continue;
     const itemStatus: unknown = (item as { status?: unknown }).status;
-    if (itemStatus !== undefined && itemStatus !== null && itemStatus !== 'completed') unfinishedItem = true;
+    if (itemStatus !== undefined && itemStatus !== null && itemStatus !== 'completed')
+      unfinishedItem ??= typeof itemStatus === 'string' ? `${item.type} ${itemStatus}` : item.type;
     if (item.type === 'function_call') calls.push(toolCall(item.call_id, item.name, item.arguments, true));
     // A call of a custom (free-text) tool is a call all the same: named to extractSummary, which refuses any tool
     // but submit_handoff (SUMMARY_INVALID), never dropped unread beside it.
@@ -136,11 +138,19 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
   }
   if (refusal !== undefined) return { finishReason: 'refusal', refusal };
   let finishReason: ModelFinishReason = calls.length > 0 ? 'tool_calls' : 'stop';
+  let providerReason: unknown; // the status, its incomplete_details.reason, or the unfinished item
   if (r.status === 'incomplete') {
     finishReason = r.incomplete_details?.reason === 'content_filter' ? 'content_filter' : 'length';
-  } else if (r.status !== 'completed' || unfinishedItem) finishReason = 'other';
+    providerReason = r.incomplete_details?.reason ?? r.status;
+  } else if (r.status !== 'completed') {
+    finishReason = 'other';
+    providerReason = r.status;
+  } else if (unfinishedItem !== undefined) {
+    finishReason = 'other';
+    providerReason = unfinishedItem;
+  }
   const text = texts.join('');
-  const out: ModelResponse = { finishReason, text };
+  const out: ModelResponse = withProviderReason({ finishReason, text }, providerReason);
   if (calls.length > 0) out.toolCalls = calls;
   const value = structured ? readJson(text, true) : undefined;
   if (value !== undefined) out.output = value;
@@ -210,7 +220,10 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
   if (!choice) return { finishReason: 'other' };
   const message = choice.message;
   if (message.refusal) return { finishReason: 'refusal', refusal: message.refusal };
-  const out: ModelResponse = { finishReason: finishReasonOf(CHAT_FINISH, choice.finish_reason) };
+  const out = withProviderReason(
+    { finishReason: finishReasonOf(CHAT_FINISH, choice.finish_reason) },
+    choice.finish_reason,
+  );
   if (message.content !== null) out.text = message.content;
   // A call of a custom (free-text) tool is named to extractSummary as any other tool (SUMMARY_INVALID), not dropped.
   const calls = (message.tool_calls ?? []).flatMap((t) => {

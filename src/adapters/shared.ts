@@ -4,7 +4,13 @@
  * SDK for types only: the Harness makes the client, so an SDK is loaded only by a Harness that uses it.
  */
 import { ANSWER_HOW, SUBMIT_HANDOFF, type CompactionMode } from '../compaction/tool.js';
-import type { ModelFinishReason, ModelMessage, ModelRequest, ModelToolCall } from '../compaction/model.js';
+import type {
+  ModelFinishReason,
+  ModelMessage,
+  ModelRequest,
+  ModelResponse,
+  ModelToolCall,
+} from '../compaction/model.js';
 import { LedgerError } from '../errors.js';
 import { readOptionFields, shownValue, typeName } from '../../store/errors.js';
 import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
@@ -16,6 +22,16 @@ import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaF
  */
 export function finishReasonOf(table: Readonly<Record<string, ModelFinishReason>>, reason: unknown): ModelFinishReason {
   return typeof reason === 'string' && Object.prototype.hasOwnProperty.call(table, reason) ? table[reason]! : 'other';
+}
+
+/**
+ * `out` with the provider's own reason (`providerReason`) when its answer did not finish (a finish reason other than
+ * `stop`, `tool_calls` and `refusal`) and the provider gave one as text: what `SUMMARY_INCOMPLETE` then names.
+ */
+export function withProviderReason(out: ModelResponse, reason: unknown): ModelResponse {
+  const finished = out.finishReason === 'stop' || out.finishReason === 'tool_calls' || out.finishReason === 'refusal';
+  if (!finished && typeof reason === 'string' && reason !== '') out.providerReason = reason;
+  return out;
 }
 
 /**

@@ -75,6 +75,13 @@ export interface ModelResponse {
   toolCalls?: ModelToolCall[];
   /** The model's explanation when it refused (`finishReason: 'refusal'`). */
   refusal?: string;
+  /**
+   * The provider's own reason, as it came, for an answer that did not finish (any `finishReason` but `stop`,
+   * `tool_calls` and `refusal`): Anthropic's `pause_turn`, Gemini's `MALFORMED_FUNCTION_CALL`, a Responses status
+   * `cancelled`, what `other` stands for. Named (quoted, bounded) in the `SUMMARY_INCOMPLETE` message; it changes no
+   * outcome. The ready adapters set it.
+   */
+  providerReason?: string;
 }
 
 /** The adapter a Harness supplies: its provider call, mapped to these shapes. */

@@ -317,7 +317,13 @@ function summaryOf(response: ModelResponse): unknown {
     // symbol, an object whose toString throws) through shownValue, never as a template would make it text.
     const named =
       typeof finishReason === 'string' && KNOWN_FINISH.has(finishReason) ? finishReason : shownValue(finishReason);
-    throw new LedgerError('SUMMARY_INCOMPLETE', `the model did not finish its summary (finish reason ${named})`);
+    // The provider's own word for it (`pause_turn`, `MALFORMED_FUNCTION_CALL`): foreign text, quoted and bounded.
+    const given: unknown = response.providerReason;
+    const provider = typeof given === 'string' && given !== '' ? `, the provider's ${shownValue(given, 100)}` : '';
+    throw new LedgerError(
+      'SUMMARY_INCOMPLETE',
+      `the model did not finish its summary (finish reason ${named}${provider})`,
+    );
   }
   const calls = response.toolCalls ?? [];
   const other = calls.find((c) => c.name !== SUBMIT_HANDOFF);
