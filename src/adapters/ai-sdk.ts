@@ -218,9 +218,17 @@ function answerText(content: readonly TextPart[]): string {
     .join('');
 }
 
+/**
+ * Raw finish reasons that are no finished answer, whatever unified reason the SDK's provider gives them: Anthropic's
+ * `pause_turn` ("we paused a long-running turn", to be sent back to continue), which the ai SDK's Anthropic provider
+ * reads as `stop`; anthropicAdapter reads it as not finished (`other`), and so does this adapter.
+ */
+const UNFINISHED_RAW: ReadonlySet<string> = new Set(['pause_turn']);
+
 /** The answer as a `ModelResponse`: `raw`, the provider's own finish reason, named when it did not finish. */
 function answer(reason: string, text: string, calls: ModelToolCall[], value: unknown, raw?: unknown): ModelResponse {
-  const out = withProviderReason({ finishReason: finishReasonOf(FINISH, reason), text }, raw);
+  const paused = typeof raw === 'string' && UNFINISHED_RAW.has(raw);
+  const out = withProviderReason({ finishReason: paused ? 'other' : finishReasonOf(FINISH, reason), text }, raw);
   if (calls.length > 0) out.toolCalls = calls;
   if (value !== undefined) out.output = value;
   return out;

@@ -263,3 +263,55 @@ describe('aiSdkAdapter: a Responses answer in phases', () => {
     }
   });
 });
+
+describe("aiSdkAdapter: a provider's raw reason its unified reason calls finished", () => {
+  /**
+   * A LanguageModel answering as the ai SDK's Anthropic provider does for a paused turn: its stop-reason table reads
+   * Anthropic's `pause_turn` as `stop` (vercel/ai packages/anthropic/src/map-anthropic-stop-reason.ts), the raw reason
+   * kept beside it. @ai-sdk/anthropic is not a dependency here: the SDK's mock model stands in for it, no network.
+   */
+  const paused = async (mode: 'tool' | 'structured') => {
+    const { MockLanguageModelV3 } = await import('ai/test');
+    const json = JSON.stringify(summary);
+    return new MockLanguageModelV3({
+      provider: 'anthropic.messages',
+      modelId: 'claude-test',
+      doGenerate: {
+        content:
+          mode === 'tool'
+            ? [{ type: 'tool-call', toolCallId: 'toolu_1', toolName: 'submit_handoff', input: json }]
+            : [{ type: 'text', text: json }],
+        finishReason: { unified: 'stop', raw: 'pause_turn' },
+        usage: {
+          inputTokens: { total: 10, noCache: 10, cacheRead: 0, cacheWrite: 0 },
+          outputTokens: { total: 20, text: 20, reasoning: 0 },
+        },
+        warnings: [],
+      },
+    });
+  };
+
+  it.each(['tool', 'structured'] as const)(
+    "reads Anthropic's pause_turn as not finished (%s mode), as anthropicAdapter does: SUMMARY_INCOMPLETE naming it, nothing published",
+    async (mode) => {
+      const { compact } = await import('../../src/compaction/compact.js');
+      let published = 0;
+      const ledger = {
+        publish: async () => {
+          published++;
+          return { id: 'x' as never, seq: 0, digest: 'x' as never, size: 1 };
+        },
+      };
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: aiSdkAdapter({ model: await paused(mode), maxRetries: 0 }),
+        transcript: [{ role: 'user', content: 'hi' }],
+        mode,
+      }).catch((e: unknown) => e);
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INCOMPLETE' });
+      expect((outcome as Error).message).toMatch(/"pause_turn"/);
+      expect(published).toBe(0);
+    },
+  );
+});
