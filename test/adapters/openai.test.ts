@@ -351,6 +351,21 @@ describe('openaiAdapter: an answer that also calls a tool of another kind, or ho
     expect(published).toBe(0);
   });
 
+  it.each(['responses', 'chat'] as const)(
+    'refuses a finished submit_handoff call whose arguments are not JSON (%s): SUMMARY_INVALID, nothing published',
+    async (api) => {
+      const broken = `${args.slice(0, -1)},"notes":}`;
+      const { outcome, published } = await compactOnce(
+        api,
+        'tool',
+        api === 'chat' ? chat('tool', broken, 'tool_calls') : response([functionCall(broken)]),
+      );
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toMatch(/submit_handoff input is not JSON/);
+      expect(published).toBe(0);
+    },
+  );
+
   it.each(['incomplete', 'in_progress'])(
     'reads a completed response whose submit_handoff item has status %s as not finished: SUMMARY_INCOMPLETE',
     async (status) => {
