@@ -21,9 +21,14 @@ export const INLINE_BYTES = 4096;
 /** The largest summary the ledger is opened to take. */
 export const MAX_BYTES = 32 * 1024;
 
-/** How large a summary is, each far from both bounds: inline, a blob of its own, or refused as too large. */
-export type SizeKind = 'small' | 'inline' | 'blob' | 'over';
-const PAD: Record<SizeKind, number> = { small: 0, inline: 2_000, blob: 9_000, over: 40_000 };
+/**
+ * How large a summary is: far from both bounds (inline in the log, a blob of its own, refused as too large), or
+ * exactly at one, in canonical bytes: the largest inline (`inlineMax`), the smallest blob file (`fileMin`), the largest
+ * taken (`max`), the smallest refused (`overMin`).
+ */
+export type SizeKind = 'small' | 'inline' | 'blob' | 'over' | 'inlineMax' | 'fileMin' | 'max' | 'overMin';
+const PAD = { small: 0, inline: 2_000, blob: 9_000, over: 40_000 };
+const EXACT = { inlineMax: INLINE_BYTES, fileMin: INLINE_BYTES + 1, max: MAX_BYTES, overMin: MAX_BYTES + 1 };
 
 export interface ModelSummary {
   task: string;
@@ -32,10 +37,29 @@ export interface ModelSummary {
   files?: Array<{ path: string; note?: string }>;
 }
 
+/** Canonical bytes (RFC 8785) of an ASCII-only summary without escapes: its keys sorted, no whitespace. */
+function canonicalSize(s: ModelSummary): number {
+  const sorted = Object.fromEntries(Object.entries(s).sort(([a], [b]) => (a < b ? -1 : 1)));
+  return Buffer.byteLength(JSON.stringify(sorted));
+}
+
+/** A summary's canonical size when `size` names one exactly (undefined: only its range is known). */
+export const exactSize = (size: SizeKind): number | undefined =>
+  size in EXACT ? EXACT[size as keyof typeof EXACT] : undefined;
+
+/** Whether publish refuses a summary of this size (SUMMARY_TOO_LARGE). */
+const tooLarge = (size: SizeKind) => size === 'over' || size === 'overMin';
+
 /** A summary of `variant` (0-3: equal variants of one size are equal summaries, so blobs are shared) and `size`. */
 export function makeSummary(variant: number, size: SizeKind): ModelSummary {
+  const exact = exactSize(size);
+  if (exact !== undefined) {
+    // ASCII only, so its canonical bytes are its sorted JSON's: padded to the size named.
+    const base = { nextSteps: [], state: `state ${variant}/${size} `, task: `task ${variant}` };
+    return { ...base, state: base.state + 'x'.repeat(exact - canonicalSize(base)) };
+  }
   const unit = `v${variant} prose "q" \\ é 😀 `;
-  const state = `state ${variant}/${size} ${unit.repeat(Math.ceil(PAD[size] / unit.length))}`;
+  const state = `state ${variant}/${size} ${unit.repeat(Math.ceil(PAD[size as keyof typeof PAD] / unit.length))}`;
   return {
     task: `task ${variant}`,
     state,
@@ -170,7 +194,7 @@ function publishCode(
     authCode(m, principal, session) ??
     (guard === 'stale' ? 'CHAIN_CONFLICT' : undefined) ??
     (h && covered(m, h) ? 'KEY_REVOKED' : undefined) ??
-    (size === 'over' ? 'SUMMARY_TOO_LARGE' : undefined) ??
+    (size !== undefined && tooLarge(size) ? 'SUMMARY_TOO_LARGE' : undefined) ??
     (m.revokedAt.has(currentKey(m)) ? 'KEY_REVOKED' : undefined)
   );
 }
@@ -222,7 +246,11 @@ class Publish implements Cmd {
       summary: { digest: receipt.digest, size: receipt.size },
     });
     expect(receipt.size).toBeLessThanOrEqual(MAX_BYTES);
-    expect(receipt.size > INLINE_BYTES).toBe(this.size === 'blob');
+    if (exactSize(this.size) !== undefined) expect(receipt.size).toBe(exactSize(this.size));
+    // Up to inlineSummaryBytes in the log itself (README, openLedger's options), else a blob of its own.
+    const inline = (await r.ledger.log.inlineBlobs?.get(receipt.digest)) !== undefined;
+    expect({ size: receipt.size, inline }).toEqual({ size: receipt.size, inline: receipt.size <= INLINE_BYTES });
+    expect(inline).toBe(['small', 'inline', 'inlineMax'].includes(this.size));
     // One summary, one blob: equal summaries share a digest wherever they were published.
     const same = m.log.find((e) => JSON.stringify(e.summary) === JSON.stringify(summary));
     if (same) expect(receipt.digest).toBe(same.digest);
@@ -345,6 +373,44 @@ class SetGrant implements Cmd {
     expect(listed).toEqual([...m.grants].map(([k, v]) => `${k}=${v}`).sort());
   }
   toString = () => `${this.state === 'granted' ? 'grant' : 'revoke'}(${this.principal}, ${this.session})`;
+}
+
+/** The grant table's records, filtered by principal and/or session as the model filters its own. */
+class Grants implements Cmd {
+  constructor(readonly filter: { principal?: string; session?: string }) {}
+  check = () => true;
+  async run(m: Model, r: Real): Promise<void> {
+    const listed = (await r.ledger.grants(this.filter)).map((g) => `${g.principal}/${g.session}=${g.state}`).sort();
+    const expected = [...m.grants]
+      .filter(([k]) => {
+        const [p, s] = k.split('/');
+        return (this.filter.principal ?? p) === p && (this.filter.session ?? s) === s;
+      })
+      .map(([k, v]) => `${k}=${v}`)
+      .sort();
+    expect(listed).toEqual(expected);
+  }
+  toString = () => `grants(${JSON.stringify(this.filter)})`;
+}
+
+/**
+ * `closeKeyWindow` on a store that was never restored: the log already closes every window trust.json ends (a
+ * rotation or revocation closed it there first), so nothing changes; a key trust.json holds current is refused.
+ */
+class CloseKeyWindow implements Cmd {
+  constructor(readonly which: number) {}
+  check = () => true;
+  async run(m: Model, r: Real): Promise<void> {
+    const keyId = m.keys[this.which % m.keys.length]!;
+    const got = await settle(r.ledger.closeKeyWindow(keyId));
+    const current = keyId === currentKey(m) && !m.revokedAt.has(keyId);
+    expectOutcome(got, current ? 'INVALID_ARGUMENT' : undefined, this.toString());
+    if (got.code !== undefined) return;
+    expect(got.value!.changed).toBe(false);
+    const revokedAt = m.revokedAt.get(keyId);
+    if (revokedAt !== undefined) expect(got.value!.at <= revokedAt).toBe(true);
+  }
+  toString = () => `closeKeyWindow(#${this.which})`;
 }
 
 class RotateKey implements Cmd {
@@ -538,7 +604,7 @@ const publish = fc
     principal,
     session,
     fc.nat({ max: 3 }),
-    fc.constantFrom<SizeKind>('small', 'small', 'inline', 'blob', 'over'),
+    fc.constantFrom<SizeKind>('small', 'small', 'inline', 'blob', 'over', 'inlineMax', 'fileMin', 'max', 'overMin'),
     fc.constantFrom('none', 'none', 'head', 'stale' as const),
   )
   .map(([p, s, v, size, guard]) => new Publish(p, s, v, size, guard));
@@ -563,7 +629,16 @@ export const commandArbs: Array<fc.Arbitrary<Cmd>> = [
   fc
     .tuple(fc.constantFrom('granted', 'revoked' as const), principal, fc.constantFrom(...SESSIONS, '*'))
     .map(([state, p, s]) => new SetGrant(state, p, s)),
+  fc
+    .oneof(
+      fc.constant({}),
+      principal.map((p) => ({ principal: p })),
+      fc.constantFrom(...SESSIONS, '*').map((s) => ({ session: s })),
+      fc.tuple(principal, session).map(([p, s]) => ({ principal: p, session: s })),
+    )
+    .map((filter) => new Grants(filter)),
   fc.constant(new RotateKey()),
+  fc.nat({ max: 7 }).map((n) => new CloseKeyWindow(n)),
   fc.tuple(fc.nat({ max: 11 }), fc.nat({ max: 7 })).map(([w, n]) => new RevokeKey(w, n)),
   fc.nat({ max: 20 }).map((n) => new PutOrphan(n)),
   fc.constant(new Gc()),
