@@ -13,6 +13,7 @@ import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { leafHash, verifyConsistency, verifyInclusion } from '../../manifests/audit/index.js';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
+import type { Manifest } from '../../manifests/format/manifest.js';
 
 export const PRINCIPALS = ['alice', 'bob', 'carol'] as const;
 export const SESSIONS = ['s1', 's2', 's3'] as const;
@@ -274,6 +275,59 @@ class Publish implements Cmd {
   }
   toString = () =>
     `publish(${this.principal}, ${this.session}, v${this.variant}/${this.size}${this.guard === 'none' ? '' : `, ${this.guard}`})`;
+}
+
+/**
+ * Two publishes of one principal into one session at once (a retried job beside the first, say): without
+ * expectedPrev both land, one after the other in one linear chain; both built on the same head, exactly one lands
+ * and the other is CHAIN_CONFLICT (README, In a Harness).
+ */
+class PublishTwice implements Cmd {
+  constructor(
+    readonly principal: string,
+    readonly session: string,
+    readonly variants: [number, number],
+    readonly guarded: boolean,
+  ) {}
+  check = () => true;
+  async run(m: Model, r: Real): Promise<void> {
+    const h = head(m, this.session);
+    const summaries = this.variants.map((v) => makeSummary(v, 'small'));
+    const options = this.guarded ? { expectedPrev: h?.id ?? null } : {};
+    const scope = { principal: this.principal, session: this.session, run: 'run-m' };
+    const got = await Promise.all(summaries.map((summary) => settle(r.ledger.publish(scope, summary, options))));
+    const refused = publishCode(m, this.principal, this.session, 'none', 'small');
+    const landed = got.flatMap((g, i) => (g.code === undefined ? [{ receipt: g.value!, summary: summaries[i]! }] : []));
+    if (refused !== undefined) got.forEach((g) => expectOutcome(g, refused, this.toString()));
+    else if (!this.guarded) got.forEach((g) => expectOutcome(g, undefined, this.toString()));
+    else {
+      expect(landed.length, this.toString()).toBe(1);
+      got.forEach((g) => g.code !== undefined && expectOutcome(g, 'CHAIN_CONFLICT', this.toString()));
+    }
+    const base = h ? h.seq + 1 : 0;
+    expect(landed.map((l) => l.receipt.seq).sort((x, y) => x - y)).toEqual(landed.map((_, i) => base + i));
+    for (const { receipt, summary } of landed.sort((x, y) => x.receipt.seq - y.receipt.seq)) {
+      const manifest = JSON.parse(Buffer.from(receipt.envelope.payload, 'base64').toString('utf8')) as Manifest;
+      expect(manifest.prev).toBe(head(m, this.session)?.id ?? null);
+      const entry: Entry = {
+        id: receipt.id,
+        seq: receipt.seq,
+        principal: this.principal,
+        summary,
+        digest: receipt.digest,
+        keyId: manifest.keyId,
+        createdAt: manifest.createdAt,
+        position: m.log.length,
+      };
+      if (!m.sessions.has(this.session)) m.sessions.set(this.session, { owner: this.principal, entries: [] });
+      m.sessions.get(this.session)!.entries.push(entry);
+      m.log.push(entry);
+      m.orphans.delete(receipt.digest);
+    }
+    await checkResume(m, r, this.principal, this.session, `resume(${this.principal}, ${this.session}) after ${this}`);
+  }
+  toString = () =>
+    `publishTwice(${this.principal}, ${this.session}, v${this.variants.join('+v')}${this.guarded ? ', head' : ''})`;
 }
 
 /** `resume` as README says it answers: exactly the session's last summary published, none, or the refusal. */
@@ -613,6 +667,9 @@ const publishOwn = fc
   .tuple(session, fc.nat({ max: 3 }), fc.constantFrom<SizeKind>('small', 'inline', 'blob'))
   .map(([s, v, size]) => new Publish('alice', s, v, size, 'none'));
 const resume = fc.tuple(principal, session).map(([p, s]) => new Resume(p, s));
+const publishTwice = fc
+  .tuple(principal, session, fc.tuple(fc.nat({ max: 3 }), fc.nat({ max: 3 })), fc.boolean())
+  .map(([p, s, v, guarded]) => new PublishTwice(p, s, v, guarded));
 
 /** Every command, weighted towards publishing and resuming (an entry twice is drawn twice as often). */
 export const commandArbs: Array<fc.Arbitrary<Cmd>> = [
@@ -620,6 +677,7 @@ export const commandArbs: Array<fc.Arbitrary<Cmd>> = [
   publish,
   publishOwn,
   publishOwn,
+  publishTwice,
   resume,
   resume,
   fc.tuple(principal, session).map(([p, s]) => new History(p, s)),
