@@ -16,7 +16,7 @@ import { commandArbs, emptyModel, outcomes, INLINE_BYTES, MAX_BYTES, type Real }
 import { describePostgres } from './support/postgres.js';
 import { tempDir } from './support/tmp.js';
 
-const RUNS = Number(process.env.HL_MODEL_RUNS ?? 12);
+const RUNS = Number(process.env.HL_MODEL_RUNS ?? 25);
 const MAX_COMMANDS = 30;
 /** Generous: a default run takes a few seconds on each backend; HL_MODEL_RUNS scales it. */
 const TIMEOUT_MS = 60_000 + RUNS * 5_000;

@@ -97,7 +97,7 @@ export interface Model {
   /** Blobs put that no manifest names (gc takes them). */
   orphans: Set<Digest>;
   /** The last checkpoint seen: later ones must extend it. */
-  checkpoint?: { size: number; root: Uint8Array };
+  checkpoint?: { size: number; root: Uint8Array; note: string };
   exports: number;
 }
 
@@ -554,11 +554,19 @@ class Fsck implements Cmd {
 }
 
 class Export implements Cmd {
-  constructor(readonly filter: { session?: string; principal?: string }) {}
+  constructor(
+    readonly filter: { session?: string; principal?: string },
+    /** Cut since the last checkpoint seen (an auditor's earlier note), when there is one of a tree not empty. */
+    readonly sinceLast: boolean,
+  ) {}
   check = () => true;
   async run(m: Model, r: Real): Promise<void> {
     const out = `${r.bundles}/bundle-${m.exports++}`;
-    const result = await exportBundle(r.ledger, { out, withBlobs: true, ...this.filter });
+    // Not after a key revocation: it may revoke the checkpoint key that signed the note, which then verifies no more
+    // (README, key rotation runbook), as an auditor's `--since` would find.
+    const usable = m.checkpoint && m.checkpoint.size > 0 && m.revokedAt.size === 0;
+    const since = this.sinceLast && usable ? m.checkpoint!.note : undefined;
+    const result = await exportBundle(r.ledger, { out, withBlobs: true, ...this.filter, ...(since ? { since } : {}) });
     expect(result.unavailableBlobs).toEqual([]);
     const filtered = this.filter.session !== undefined || this.filter.principal !== undefined;
     const report = await verifyBundle(await openBundleDir(out), {
@@ -566,6 +574,7 @@ class Export implements Cmd {
       requireBlobs: true,
       expect: filtered ? 'filtered' : 'full',
       ...(filtered ? { scope: this.filter } : {}),
+      ...(since ? { since } : {}),
     });
     // The chains exported: the session's, or those the principal published in (whole chains).
     const sessions = [...m.sessions].filter(
@@ -601,16 +610,18 @@ class Export implements Cmd {
       expect(heads).toEqual(Object.fromEntries(sessions.map(([name, c]) => [name, c.entries.at(-1)!.id])));
     }
     expect(report.checkpoint?.size).toBe(m.log.length);
-    tally(`export ${Object.keys(this.filter).join('') || 'full'} ${[...codes].sort().join(',') || 'ok'}`);
+    tally(
+      `export ${Object.keys(this.filter).join('') || 'full'}${since ? '+since' : ''} ${[...codes].sort().join(',') || 'ok'}`,
+    );
   }
-  toString = () => `export(${JSON.stringify(this.filter)})`;
+  toString = () => `export(${JSON.stringify(this.filter)}${this.sinceLast ? ', since the last checkpoint' : ''})`;
 }
 
 class Checkpoint implements Cmd {
   constructor(readonly pick: number) {}
   check = () => true;
   async run(m: Model, r: Real): Promise<void> {
-    const { checkpoint } = await r.ledger.checkpoint();
+    const { checkpoint, note } = await r.ledger.checkpoint();
     expect(checkpoint.size).toBe(m.log.length);
     // A consistency proof is from a tree of one entry or more (prove consistency: a size from 1).
     if (m.checkpoint && m.checkpoint.size > 0) {
@@ -630,7 +641,7 @@ class Checkpoint implements Cmd {
         ok: true,
       });
     }
-    m.checkpoint = { size: checkpoint.size, root: checkpoint.root };
+    m.checkpoint = { size: checkpoint.size, root: checkpoint.root, note };
   }
   toString = () => `checkpoint(${this.pick})`;
 }
@@ -707,7 +718,7 @@ export const commandArbs: Array<fc.Arbitrary<Cmd>> = [
       session.map((s) => ({ session: s })),
       principal.map((p) => ({ principal: p })),
     )
-    .map((filter) => new Export(filter)),
+    .chain((filter) => fc.boolean().map((sinceLast) => new Export(filter, sinceLast))),
   fc.nat().map((n) => new Checkpoint(n)),
   fc.constant(new Reopen()),
 ];
