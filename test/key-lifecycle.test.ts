@@ -173,6 +173,26 @@ describe('a revoked host key', () => {
     await ledger.close();
   });
 
+  it('refuses a publish before its summary is stored: no blob file is left for gc', async () => {
+    const root = tempDir();
+    const ledger = await open(root, { inlineSummaryBytes: 0 });
+    const blobFiles = () =>
+      readdirSync(join(root, 'blobs-v1', 'blake3'), { recursive: true, withFileTypes: true }).filter((e) => e.isFile())
+        .length;
+    try {
+      await ledger.publish(scope, sampleSummary(1));
+      expect(blobFiles()).toBe(1);
+      await ledger.revokeKey(ledger.keyId);
+      await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+      await expect(ledger.publish({ ...scope, session: 'another' }, sampleSummary(3))).rejects.toMatchObject({
+        code: 'KEY_REVOKED',
+      });
+      expect(blobFiles()).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('still opens the store for reading, exporting and rotating; only signing refuses', async () => {
     const root = tempDir();
     let now = Date.parse('2026-11-30T10:00:00.000Z');

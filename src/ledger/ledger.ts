@@ -611,6 +611,10 @@ export class Ledger {
         // head (KEY_REVOKED and the like), before the summary is stored; the commit judges the head it links to again
         // (remembered: no read when it is this one and the keys are unchanged).
         if (head) await this.headDate(s.session, head, false);
+        // A revoked host key signs nothing, whenever: refused here, before the summary is stored (its blob would be
+        // left for gc), by the commit's own rule. Only that refusal: one a rotation in another process may end (a
+        // window closed, its new key not yet loaded) is the commit's to judge, under the signing lock, after a reload.
+        this.refuseRevokedSigner();
       }),
       signal,
     );
@@ -778,6 +782,19 @@ export class Ledger {
       }
       throw toLedgerCancel(err, signal);
     });
+  }
+
+  /**
+   * `signingKey`'s `KEY_REVOKED`, alone: the host key has a revocation recorded in trust.json (no later answer signs
+   * with it). Its other refusals are left to the commit (they may end: a rotation in another process, half seen).
+   * @throws ManifestError `KEY_REVOKED`
+   */
+  private refuseRevokedSigner(): void {
+    try {
+      this.signingKey();
+    } catch (err) {
+      if (err instanceof ManifestError && err.code === 'KEY_REVOKED') throw err;
+    }
   }
 
   /**

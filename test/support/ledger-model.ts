@@ -181,7 +181,8 @@ function staleOf(m: Model, session: string): Digest | null {
 
 /**
  * What publish refuses, in its order: authorization, the expectedPrev guard, the head's key (resume would refuse the
- * handoff appended to it), the summary (`size`; undefined for checkPublish, which does not look at one), the host key.
+ * handoff appended to it), the host key (a revoked one refuses before the summary is stored), the summary (`size`;
+ * undefined for checkPublish, which does not look at one).
  */
 function publishCode(
   m: Model,
@@ -195,8 +196,8 @@ function publishCode(
     authCode(m, principal, session) ??
     (guard === 'stale' ? 'CHAIN_CONFLICT' : undefined) ??
     (h && covered(m, h) ? 'KEY_REVOKED' : undefined) ??
-    (size !== undefined && tooLarge(size) ? 'SUMMARY_TOO_LARGE' : undefined) ??
-    (m.revokedAt.has(currentKey(m)) ? 'KEY_REVOKED' : undefined)
+    (m.revokedAt.has(currentKey(m)) ? 'KEY_REVOKED' : undefined) ??
+    (size !== undefined && tooLarge(size) ? 'SUMMARY_TOO_LARGE' : undefined)
   );
 }
 
