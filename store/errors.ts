@@ -240,7 +240,7 @@ export function escapeRawInJson(json: string): string {
 }
 
 // Lone surrogates too (a text cut inside a pair, as V8 cuts the input it quotes in a JSON.parse error): left raw, the
-// printer would escape the whole message again (`printableOnce`), doubling the backslashes of these escapes.
+// printer (`printableOnce`) would show it as `\u{d800}`, another escape than the message's own `\ud800`.
 const ACTING_TEXT = new RegExp(`[${TERMINAL_ACTING}\\p{Cs}]`, 'gu');
 
 /**

@@ -89,6 +89,28 @@ describe('printable', () => {
   });
 });
 
+describe('printableOnce', () => {
+  it("never escapes a quoted value twice: a line holding a raw control keeps its quotes' backslashes single", () => {
+    // A message quoting a value (`quoted`: ESC as \u001b, a backslash as \\) beside a user's word put in raw.
+    const line = `cannot use ${quoted('k\u001b\\')} with x\u001by\nz`;
+    // Whole-line escaping (as printableOnce did) doubled them: `"k\\u001b\\\\"`, which reads as other characters.
+    expect(printableOnce(line)).toBe('cannot use "k\\u001b\\\\" with x\\x1by\\x0az');
+    // The printed quote is the value's JSON, as --json's message gives it.
+    expect(printableOnce(line)).toContain(quoted('k\u001b\\'));
+    // Made so once, passed unchanged again; a terminal-safe line and its tab as they are.
+    expect(printableOnce(printableOnce(line))).toBe(printableOnce(line));
+    expect(printableOnce('a\tb \\x1b é')).toBe('a\tb \\x1b é');
+  });
+
+  it('still escapes every character a terminal acts on put in raw, as printable escapes it', () => {
+    const acting = actingCharacters();
+    const printed = printableOnce(`${quoted('q')} ${acting.join('')}`);
+    expect([...printed].filter((c) => ACTS.test(c))).toEqual([]);
+    expect(printed).toBe(`"q" ${printable(acting.join(''))}`);
+    expect(printableOnce('\u001b[2J\u202e')).toBe('\\x1b[2J\\u{202e}');
+  });
+});
+
 describe('printableRow', () => {
   it('joins fields with tabs, each escaped as printable escapes it and its own tabs too', () => {
     expect(printableRow(['a', 'b\tc', 'd\u001b[2J', 'e\\x09'])).toBe('a\tb\\x09c\td\\x1b[2J\te\\\\x09\n');

@@ -134,8 +134,8 @@ export function describeFinding(f: Finding): string {
   const where = [f.line !== undefined ? `line ${f.line}` : undefined, f.seq !== undefined ? `seq ${f.seq}` : undefined]
     .filter(Boolean)
     .join(', ');
-  // The message quotes what it names escaped already (`quoted`, `shownValue`): printed as it is, one that does not (a
-  // character a terminal acts on left raw, a line break) escaped whole.
+  // The message quotes what it names escaped already (`quoted`, `shownValue`): printed as it is, only a character a
+  // terminal acts on left raw in it (a line break) escaped, its quotes' backslashes never doubled.
   return `  ${f.code}${where ? ` (${where})` : ''}: ${printableOnce(f.message)}`;
 }
 

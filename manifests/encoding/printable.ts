@@ -14,6 +14,8 @@ import { escapeRawInJson, TERMINAL_ACTING } from '../../store/errors.js';
 // surrogates (Cs: with the `u` flag only an unpaired unit is one).
 const CONTROL = new RegExp(`(?!\\t)[${TERMINAL_ACTING}\\p{Cs}]`, 'u');
 const UNSAFE = new RegExp(`\\\\|${CONTROL.source}`, 'gu');
+// What `printableOnce` escapes: `printable`'s characters but the backslash (the tab too is left as it is).
+const UNSAFE_IN_LINE = new RegExp(CONTROL.source, 'gu');
 
 function escapeChar(c: string): string {
   if (c === '\\') return '\\\\';
@@ -27,15 +29,17 @@ export function printable(text: string): string {
 }
 
 /**
- * One line for a terminal: `text` as it is when it already is one (no newline, nothing `printable` would escape but
- * the backslash), else `printable(text)`. Text made so once passes unchanged again (never escaped twice).
- * Unlike `printable` it leaves a backslash as it is, so an escape in its output is unforgeable only where the text
- * quotes what came from outside (`quoted`, `shownValue`: a JSON string, its backslashes escaped); a value put in raw
- * (an errno message's path) that holds the six characters `\u001b` prints as a quoted ESC would. Nothing a terminal
- * acts on passes raw either way.
+ * One line for a terminal, escaped once: every character `printable` escapes but the backslash and the tab (a line
+ * break, a control or format character left raw) escaped as `printable` escapes it, the rest as it is. Text made so
+ * once passes unchanged again (never escaped twice), and a value quoted in it (`quoted`, `shownValue`: a JSON string,
+ * its backslashes escaped) keeps its escapes as they were written, whatever else the line holds: escaping a whole line
+ * that held one raw control again, as this did, doubled every backslash of its quotes (`"a\\u001b"`). As with
+ * `escapedOnce` in `printableRow`, an escape in its output is unforgeable where the text quotes what came from outside;
+ * a value put in raw (an errno message's path) that holds the six characters `\u001b` prints as a quoted ESC would,
+ * beside a raw control character or not. Nothing a terminal acts on passes raw.
  */
 export function printableOnce(text: string): string {
-  return isTerminalSafe(text) && !text.includes('\n') ? text : printable(text);
+  return text.replace(UNSAFE_IN_LINE, escapeChar);
 }
 
 /**

@@ -526,9 +526,9 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
   if (!known) return reportInternalError(err, io);
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
   // A refusal quotes the values it names escaped already (`shownValue`, `invalidIdMessage`, `quoted`: `"a\u001b"`): a
-  // message that is terminal-safe is printed as it is, the same words --json gives; escaped again, every backslash of
-  // those quotes would print doubled (`"a\\u001b"`). One that is not (a user's argument put in as it is) is escaped
-  // whole. An I/O error is named by its code and the paths it names quoted (`errnoMessage`), not by its message, which
+  // message is printed escaped once (`printableOnce`), the same words --json gives, only a character a terminal acts
+  // on left raw in it escaped; escaped again, every backslash of those quotes would print doubled (`"a\\u001b"`).
+  // An I/O error is named by its code and the paths it names quoted (`errnoMessage`), not by its message, which
   // embeds them raw.
   io.stderr.write(`handoff-ledger: ${known.code}: ${printableOnce(known.message)}\n`);
   if (err instanceof CommandLineError && io.command !== undefined)

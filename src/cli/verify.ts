@@ -217,7 +217,7 @@ export function humanReport(
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated)
     out.push(`… ${counted(r.counts.findings - r.findings.length, 'more finding', 'more findings')} not listed`);
-  // Each line escaped once: as it is when report-text made it terminal-safe, else (nothing should be) escaped whole.
+  // Each line escaped once: as report-text made it, only a character left raw in it (nothing should be) escaped.
   return `${printableOnceLines(out)}${describeVerdict(r, paint)}\n`;
 }
 

@@ -2,7 +2,7 @@
  * An errno error as a refusal that names its path quoted names the failure: by its code and what the system says of
  * it (`ENOENT (no such file or directory)`), not by its message, which embeds the path raw (`ENOENT: no such file or
  * directory, open '/a\u001b'`): a path holding the six characters `\u001b` would read there like a quoted ESC, and
- * a real control character would have the whole message escaped again, its quotes' backslashes doubled.
+ * a real control character would reach the message raw.
  */
 import { getSystemErrorMap } from 'node:util';
 import {
