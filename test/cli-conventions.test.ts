@@ -165,20 +165,20 @@ describe('handoff-ledger help', () => {
 
   // A misspelt option names the one it is a slip of (`init --hots x` said only "Unknown option '--hots'").
   it.each([
-    [['init', '--hots', 'x'], "Unknown option '--hots' (did you mean '--host'?)"],
-    [['history', '--Session', 's'], "Unknown option '--Session' (did you mean '--session'?)"],
-    [['gc', '--dryrun'], "Unknown option '--dryrun' (did you mean '--dry-run'?)"],
-    [['history', '--limit', '2'], "Unknown option '--limit'\n"],
+    [['init', '--hots', 'x'], `unknown option "--hots" (did you mean '--host'?)`],
+    [['history', '--Session', 's'], `unknown option "--Session" (did you mean '--session'?)`],
+    [['gc', '--dryrun'], `unknown option "--dryrun" (did you mean '--dry-run'?)`],
+    [['history', '--limit', '2'], 'unknown option "--limit"\n'],
     // A command that takes arguments (verify DIR, publish FILE, keys, prove, witness, audit-ui) got Node's own message,
     // whose hint about `--` ends in an unclosed quote, with the did-you-mean after it:
     // `Unknown option '--trusst'. To specify a positional argument … as in '-- "--trusst" (did you mean '--trust'?)`.
-    [['verify', 'bundle', '--trusst', 'keys.json'], "Unknown option '--trusst' (did you mean '--trust'?)\n"],
-    [['publish', '--princpal', 'a'], "Unknown option '--princpal' (did you mean '--principal'?)\n"],
-    [['keys', 'rotate', '--hots', 'x'], "Unknown option '--hots' (did you mean '--host'?)\n"],
-    [['audit-ui', '--trsut', 'x'], "Unknown option '--trsut' (did you mean '--trust'?)\n"],
+    [['verify', 'bundle', '--trusst', 'keys.json'], `unknown option "--trusst" (did you mean '--trust'?)\n`],
+    [['publish', '--princpal', 'a'], `unknown option "--princpal" (did you mean '--principal'?)\n`],
+    [['keys', 'rotate', '--hots', 'x'], `unknown option "--hots" (did you mean '--host'?)\n`],
+    [['audit-ui', '--trsut', 'x'], `unknown option "--trsut" (did you mean '--trust'?)\n`],
     [
       ['publish', '--bogus'],
-      "Unknown option '--bogus'; an argument that begins with '-' goes after '--': -- --bogus\n",
+      `unknown option "--bogus"; an argument that begins with '-' goes after '--': -- --bogus\n`,
     ],
   ])('names the option %j is close to, if one is', async (argv, message) => {
     const r = await cli(argv);
@@ -186,35 +186,64 @@ describe('handoff-ledger help', () => {
     expect(r.stderr).toContain(`handoff-ledger: USAGE: ${message}`);
   });
 
-  // The option echoed back is the argument given, whole: one holding a quote or a space was cut at it (`--a'b` said
-  // "Unknown option '--a'"), and the hint's argument after `--` is one shell word (a pasted `-- --$(id)` ran `id`), as
-  // it is when nothing in it needs escaping (its `'\''` was printed `'\\''`, which a shell reads as another word);
-  // a short option in a group (`-xyz`) or with a value (`--bogus=v`) is given back as typed after `--`.
+  // The option echoed back is the argument given, whole, quoted once (`quoted`: a JSON string, what a terminal acts on
+  // as \uXXXX): put in raw, one holding a quote was cut at it (`--a'b` said "Unknown option '--a'"), and one holding a
+  // control character had the whole line escaped. The hint's argument after `--` is one shell word (a pasted
+  // `-- --$(id)` ran `id`), printed as it is (its `'\''` was printed `'\\''`, which a shell reads as another word); a
+  // short option in a group (`-xyz`) or with a value (`--bogus=v`) is given back as typed after `--`. A word that
+  // cannot be shown to paste (a line break or control character in it, which prints escaped) is not offered: the
+  // argument is named quoted instead.
   it.each([
     [
       ['publish', "--a'b"],
-      "Unknown option '--a'b'; an argument that begins with '-' goes after '--': -- '--a'\\''b'\n",
+      `unknown option "--a'b"; an argument that begins with '-' goes after '--': -- '--a'\\''b'\n`,
     ],
-    [['publish', '--a b'], "Unknown option '--a b'; an argument that begins with '-' goes after '--': -- '--a b'\n"],
-    [
-      ['publish', '--a\nb'],
-      "Unknown option '--a\\x0ab'; an argument that begins with '-' goes after '--': -- '--a\\x0ab'\n",
-    ],
+    [['publish', '--a b'], `unknown option "--a b"; an argument that begins with '-' goes after '--': -- '--a b'\n`],
+    [['publish', '--a\nb'], `unknown option "--a\\nb"; an argument that begins with '-' goes after '--'\n`],
     [
       ['publish', '--$(id)'],
-      "Unknown option '--$(id)'; an argument that begins with '-' goes after '--': -- '--$(id)'\n",
+      `unknown option "--$(id)"; an argument that begins with '-' goes after '--': -- '--$(id)'\n`,
     ],
-    [['publish', '-xyz'], "Unknown option '-x'; an argument that begins with '-' goes after '--': -- -xyz\n"],
+    [['publish', '-xyz'], `unknown option "-x"; an argument that begins with '-' goes after '--': -- -xyz\n`],
     [
       ['publish', '--bogus=v'],
-      "Unknown option '--bogus'; an argument that begins with '-' goes after '--': -- --bogus=v\n",
+      `unknown option "--bogus"; an argument that begins with '-' goes after '--': -- --bogus=v\n`,
     ],
-    [['history', "--a'b"], "Unknown option '--a'b'\n"],
-    [['history', '-\u202ex'], "Unknown option '-\\u{202e}'\n"],
-  ])('gives back the unknown option of %j whole, escaped', async (argv, message) => {
+    [
+      ['publish', '--bogus=v\u001b\\'],
+      `unknown option "--bogus"; an argument that begins with '-' goes after '--' ("--bogus=v\\u001b\\\\")\n`,
+    ],
+    [['history', "--a'b"], `unknown option "--a'b"\n`],
+    [['history', '-\u202ex'], 'unknown option "-\\u202e"\n'],
+    // Quoted once beside a raw control of its own: the quote's backslashes as --json gives them, never doubled.
+    [['history', '--k\u001b\\'], 'unknown option "--k\\u001b\\\\"\n'],
+  ])('gives back the unknown option of %j whole, quoted once', async (argv, message) => {
     const r = await cli(argv);
     expect(r).toMatchObject({ code: 2, stdout: '' });
     expect(r.stderr).toBe(`handoff-ledger: USAGE: ${message}${helpHint(argv[0]!)}`);
+  });
+
+  // parseArgs' own refusals put the argument in raw (`Unexpected argument 'x…'. This command does not take positional
+  // arguments`), or spread over three lines (an option's value that begins with '-'), printed escaped whole.
+  it.each([
+    [['history', 'x\u001b\\y'], 'unexpected argument "x\\u001b\\\\y"; this command takes no arguments\n'],
+    [['history', 'a b', 'c'], 'unexpected argument "a b"; this command takes no arguments\n'],
+    [
+      ['history', '--root', '-x\u001b'],
+      "the value after --root begins with '-', as an option does (was its value left out?); give such a value as --root=-XYZ\n",
+    ],
+  ])('words parseArgs refusal of %j on one line, the argument quoted once', async (argv, message) => {
+    const r = await cli(argv);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toBe(`handoff-ledger: USAGE: ${message}${helpHint(argv[0]!)}`);
+  });
+
+  it('a refusal of the command line in --json gives the same words, the argument quoted once', async () => {
+    const r = await cli(['history', '--json', 'x\u001by']);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout)).toEqual({
+      error: { code: 'USAGE', message: 'unexpected argument "x\\u001by"; this command takes no arguments' },
+    });
   });
 
   // `grants` with nothing to list printed nothing at all, where history and resume say "has no compaction yet".
@@ -255,12 +284,12 @@ describe('handoff-ledger help', () => {
 
   it('escapes control and bidi characters of an unknown command or option name (C1 and U+202E survive JSON quoting)', async () => {
     const hostile = 'x\u009b2J\u202eevil';
-    // A command name is quoted as a refusal quotes a value (a JSON string, what it leaves raw as \uXXXX), once; an
-    // option is given back as typed, escaped.
+    // A command name and an option are quoted as a refusal quotes a value (a JSON string, what it leaves raw as
+    // \uXXXX), once.
     for (const [argv, shown] of [
       [[hostile], '"x\\u009b2J\\u202eevil"'],
       [['help', hostile], '"x\\u009b2J\\u202eevil"'],
-      [['history', `--${hostile}`], '--x\\x9b2J\\u{202e}evil'],
+      [['history', `--${hostile}`], '"--x\\u009b2J\\u202eevil"'],
     ] as const) {
       const r = await cli([...argv]);
       expect(r.code).toBe(2);

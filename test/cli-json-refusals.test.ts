@@ -113,7 +113,7 @@ describe('the servers with --json', () => {
       expect(r.code, `${line.join(' ')}: ${r.stderr}`).toBe(2);
       const { error } = unknownJson(r.stdout);
       expect(error.code).toBe('USAGE');
-      expect(error.message.startsWith("Unknown option '--json'")).toBe(true);
+      expect(error.message.startsWith('unknown option "--json"')).toBe(true);
       expect(r.stderr.split('\n')[0]).toBe(`handoff-ledger: USAGE: ${error.message}`);
     }
     // Without it, the port in use is the refusal (USAGE, exit 2), on stderr only.
@@ -133,8 +133,8 @@ describe('the servers with --json', () => {
     ]) {
       const r = cli(line);
       expect(r.code, `${line.join(' ')}: ${r.stderr}`).toBe(2);
-      expect(unknownJson(r.stdout)).toEqual({ error: { code: 'USAGE', message: "Unknown option '--json'" } });
-      expect(r.stderr.split('\n')[0]).toBe("handoff-ledger: USAGE: Unknown option '--json'");
+      expect(unknownJson(r.stdout)).toEqual({ error: { code: 'USAGE', message: 'unknown option "--json"' } });
+      expect(r.stderr.split('\n')[0]).toBe('handoff-ledger: USAGE: unknown option "--json"');
       expect(existsSync(state)).toBe(false);
     }
   }, 120_000);

@@ -1004,7 +1004,7 @@ describe("the README's USAGE row", () => {
   // "unknown option". It quotes the message, which must be the one the CLI prints.
   it('gives the did-you-mean hint of an unknown option as the CLI prints it', async () => {
     const row = readme.split('\n').find((l) => l.startsWith('| `USAGE` |'))!;
-    const quoted = /`(Unknown option '--([a-z-]+)'[^`]*)`/.exec(row);
+    const quoted = /`(unknown option "--([a-z-]+)"[^`]*)`/.exec(row);
     expect(quoted, 'the row quotes an unknown-option message').not.toBeNull();
     expect(quoted![1]).toContain('did you mean');
     const c = captureIo();

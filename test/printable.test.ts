@@ -15,6 +15,7 @@ import {
   printable,
   printableExact,
   printableJson,
+  pastableShellWord,
   printableOnce,
   quoted,
   shellWord,
@@ -175,5 +176,14 @@ describe('shellWord', () => {
     }
     expect(shellWord('ed25519:AbC-_09')).toBe('ed25519:AbC-_09'); // nothing to quote
     expect(readdirSync(dir)).toEqual([]); // nothing ran
+  });
+});
+
+describe('pastableShellWord', () => {
+  it('gives the shell word of a word it prints as it is, and none for one that would print escaped or read as an escape', () => {
+    expect(pastableShellWord("--a b'c")).toBe(shellWord("--a b'c"));
+    expect(pastableShellWord('-x')).toBe('-x');
+    for (const word of ['a\nb', 'a\tb', 'a\u001bb', 'a\u202eb', 'a\\u001bb', 'a\rb'])
+      expect(pastableShellWord(word), JSON.stringify(word)).toBeUndefined();
   });
 });

@@ -13,7 +13,7 @@ import { openBundleDir } from '../ops/bundle-dir.js';
 import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
-import { printableLines } from '../../manifests/encoding/printable.js';
+import { printableLines, quoted } from '../../manifests/encoding/printable.js';
 import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
 import { readTrustFiles } from './trust-file.js';
 import {
@@ -119,7 +119,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     // A port in use or not permitted is the operator's to change: USAGE, exit 2, worded as `witness serve` words it.
     const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
     if (e.syscall === 'listen' && typeof e.code === 'string')
-      return reportError(new UsageError(`cannot listen on ${e.address}:${e.port}: ${e.code}`, { cause: err }), io);
+      return reportError(
+        new UsageError(`cannot listen on ${quoted(`${e.address}:${e.port}`)}: ${e.code}`, { cause: err }),
+        io,
+      );
     if (!(err instanceof AuditError)) throw err;
     // The auditor's refusal (a trust file, --since, the witness keys): printed as every refusal is, exit 2.
     return reportError(err, io);

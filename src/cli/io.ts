@@ -16,9 +16,9 @@ import {
   printable,
   printableJson,
   printableLines,
+  pastableShellWord,
   printableOnce,
   quoted,
-  shellWord,
 } from '../../manifests/encoding/printable.js';
 import { readWholeNumber } from '../../manifests/encoding/whole-number.js';
 
@@ -156,16 +156,61 @@ type Options = NonNullable<ParseArgsConfig['options']>;
  */
 function unknownOption(err: unknown, argv: string[], options: Options): { unknown: string; arg: string } | undefined {
   if ((err as { code?: unknown }).code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return undefined;
-  let tokens;
-  try {
-    ({ tokens } = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true }));
-  } catch {
-    return undefined;
-  }
-  const token = tokens.find((t) => t.kind === 'option' && !Object.hasOwn(options, t.name));
+  const tokens = lenientTokens(argv, options);
+  const token = tokens?.find((t) => t.kind === 'option' && !Object.hasOwn(options, t.name));
   if (token?.kind !== 'option' || !(err as Error).message.startsWith(`Unknown option '${token.rawName}'`))
     return undefined;
   return { unknown: token.rawName, arg: argv[token.index] ?? token.rawName };
+}
+
+/** The tokens of a lenient parse (nothing refused), as a strict one reads them; undefined if even that throws. */
+function lenientTokens(argv: string[], options: Options) {
+  try {
+    return parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true }).tokens;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * parseArgs' refusal in the CLI's words, each value the user gave quoted once (`quoted`), the rest plain words: Node's
+ * own messages put the argument in raw (`Unexpected argument 'x'. This command …`), and the reporter then escaped the
+ * whole line, or spread one over three lines (an option's value that begins with a dash). An unknown option is named
+ * with the option it is a slip of, or, for a command that takes arguments, with how to give it as one: after `--`, as
+ * a shell word to paste when one can be shown clearly (`pastableShellWord`; a pasted `-- --$(id)` would run what it
+ * names), else the argument quoted. Node's message as it is for a refusal that names no value of the user's (an
+ * option's value missing, a value given to a boolean option).
+ */
+function commandLineRefusal(err: unknown, argv: string[], options: Options, allowPositionals: boolean): Error {
+  const message = (err as Error).message;
+  const code = (err as { code?: unknown }).code;
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
+    const token = lenientTokens(argv, options)?.find((t) => t.kind === 'positional');
+    const named = token?.kind === 'positional' ? ` ${quoted(token.value)}` : '';
+    return new CommandLineError(`unexpected argument${named}; this command takes no arguments`);
+  }
+  // `Option '--root' argument is ambiguous.\nDid you forget to specify the option argument for '--root'?\nTo specify
+  // an option argument starting with a dash use '--root=-XYZ'.`: the option's name (one of its known names) and the
+  // way to give such a value, on one line.
+  const ambiguous = /^Option '[^']*' argument is ambiguous\.\n.* for '(-[^']*)'\?\n.* use '(-[^']*)'\.$/s.exec(message);
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && ambiguous !== null)
+    return new CommandLineError(
+      `the value after ${ambiguous[1]} begins with '-', as an option does (was its value left out?); give such a value as ${ambiguous[2]}`,
+    );
+  const found = unknownOption(err, argv, options);
+  if (found === undefined) return new CommandLineError(message);
+  const { unknown, arg } = found;
+  const near = unknown.startsWith('--') ? nearestName(unknown.slice(2), Object.keys(options)) : undefined;
+  // The argument after `--` is the one given (`-xyz` whole, `--bogus=v` with its value).
+  const word = pastableShellWord(arg);
+  const after = word !== undefined ? `: -- ${word}` : arg === unknown ? '' : ` (${quoted(arg)})`;
+  const hint =
+    near !== undefined
+      ? ` (did you mean '--${near}'?)`
+      : allowPositionals
+        ? `; an argument that begins with '-' goes after '--'${after}`
+        : '';
+  return new CommandLineError(`unknown option ${quoted(unknown)}${hint}`);
 }
 
 export function parse<T extends Options>(
@@ -180,20 +225,7 @@ export function parse<T extends Options>(
     // A misspelt option (`--hots`) is named with the option it is a slip of, as the library's options objects are.
     // Node's message for a command that takes arguments goes on with a hint about `--` that ends in an unclosed
     // quote (`… as in '-- "--hots"`), which put the did-you-mean after it: the message is written here instead.
-    const message = (err as Error).message;
-    const found = unknownOption(err, argv, options);
-    if (found === undefined) throw new CommandLineError(message);
-    const { unknown, arg } = found;
-    const near = unknown.startsWith('--') ? nearestName(unknown.slice(2), Object.keys(options)) : undefined;
-    // The argument after `--` is the one given (`-xyz` whole, `--bogus=v` with its value), as one shell word: a
-    // pasted `-- --$(id)` would run what it names.
-    const hint =
-      near !== undefined
-        ? ` (did you mean '--${near}'?)`
-        : allowPositionals
-          ? `; an argument that begins with '-' goes after '--': -- ${shellWord(arg)}`
-          : '';
-    throw new CommandLineError(`Unknown option '${unknown}'${hint}`);
+    throw commandLineRefusal(err, argv, options, allowPositionals);
   }
   // parseArgs lets the last of a repeated option win: `revoke --principal mallory --principal alice` would act on
   // one of the two silently. A single-value option given twice is refused instead.

@@ -154,7 +154,8 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
       created.once('error', reject);
       created.listen(port, host, resolve);
     }).catch((err: NodeJS.ErrnoException) => {
-      throw new UsageError(`cannot listen on ${values.listen}: ${err.code ?? err.message}`);
+      // The operator's HOST:PORT quoted, as every value of theirs a refusal names; the failure by its code.
+      throw new UsageError(`cannot listen on ${quoted(values.listen!)}: ${err.code ?? errnoText(err)}`, { cause: err });
     });
     listening();
     state = await opening;

@@ -205,7 +205,7 @@ describe('audit-ui command', () => {
     try {
       const c = captureIo();
       expect(await auditUi(['--port', String(port)], c.io)).toBe(2);
-      expect(c.stderr()).toBe(`handoff-ledger: USAGE: cannot listen on 127.0.0.1:${port}: EADDRINUSE\n`);
+      expect(c.stderr()).toBe(`handoff-ledger: USAGE: cannot listen on "127.0.0.1:${port}": EADDRINUSE\n`);
     } finally {
       await new Promise((done) => taken.close(done));
     }

@@ -51,7 +51,7 @@ describe('witness serve refuses', () => {
     try {
       const r = await serve(s, `127.0.0.1:${port}`);
       expect(r).toMatchObject({ code: 2, stdout: '' });
-      expect(r.stderr).toBe(`handoff-ledger: USAGE: cannot listen on 127.0.0.1:${port}: EADDRINUSE\n`);
+      expect(r.stderr).toBe(`handoff-ledger: USAGE: cannot listen on "127.0.0.1:${port}": EADDRINUSE\n`);
       // A refused start leaves nothing behind: the state directory is made only once the port is the witness's.
       expect(existsSync(s.state)).toBe(false);
     } finally {
