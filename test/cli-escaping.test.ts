@@ -5,6 +5,7 @@
  * so before) cannot drive the terminal through any command that shows it.
  */
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -426,3 +427,66 @@ describe('a refusal quotes the paths and key ids it names, once', () => {
     }
   });
 });
+
+describe('a success line names the path it made, wrote or serves quoted, once', () => {
+  // Printed escaped but bare (`exported … to /b/n\x1b\u{202e}`), a path ran into the words around it and one holding
+  // the six characters `\u001b` read like one holding ESC. Quoted as a refusal quotes it, the two print apart, and the
+  // line is escaped once (printableLines doubled the backslashes of a quote, and of a shell word's '\'').
+  const names = [
+    { raw: 'n\\u001b', shown: 'n\\\\u001b' },
+    { raw: "n\u001b\u202e 'q", shown: "n\\u001b\\u202e 'q" },
+  ];
+
+  it('init, export, keys export --out and verify: the root, the bundle and the trust file quoted', async () => {
+    for (const [i, { raw, shown }] of names.entries()) {
+      const okRoot = join(base, `ok-root${i}${raw}`);
+      const okStore = ['--root', okRoot, '--host', 'host-a'];
+      const init = await cli(['init', ...okStore]);
+      expect(init.code, init.stderr).toBe(0);
+      expect(init.stdout.split('\n')[0]).toBe(`store ready at "${base}/ok-root${i}${shown}"`);
+      const ledger = await openLedger({ root: okRoot, host: 'host-a' });
+      await ledger.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary(1));
+      await ledger.close();
+
+      const bundle = join(base, `ok-bundle${i}${raw}`);
+      const exported = await cli(['export', ...okStore, '--out', bundle]);
+      expect(exported.code, exported.stderr).toBe(0);
+      // The root cannot be given as a word to paste (a backslash, ESC): a placeholder, the root named quoted.
+      expect(exported.stdout).toBe(
+        `exported 1 manifest in 1 chain to "${base}/ok-bundle${i}${shown}"\n` +
+          `auditors also need this host's public keys: handoff-ledger keys export --root ROOT --host host-a (ROOT is "${base}/ok-root${i}${shown}")\n`,
+      );
+
+      const trust = join(base, `ok-trust${i}${raw}.json`);
+      const keys = await cli(['keys', 'export', ...okStore, '--out', trust]);
+      expect(keys.code, keys.stderr).toBe(0);
+      expect(keys.stdout).toBe(
+        `wrote 1 trusted key and 1 checkpoint key to "${base}/ok-trust${i}${shown}.json"; give this file to auditors out of band\n`,
+      );
+
+      const verified = await cli(['verify', bundle, '--trust', trust]);
+      expect(verified.code, verified.stderr).toBe(0);
+      expect(verified.stdout.split('\n')[0]).toMatch(
+        new RegExp(`^bundle ${escapeRegExp(`"${base}/ok-bundle${i}${shown}"`)}: its unsigned header claims: `),
+      );
+      for (const out of [init.stdout, exported.stdout, keys.stdout, verified.stdout])
+        expect(out).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+    }
+  });
+
+  it('export: the keys export command it suggests, pasted into a shell, names the root given, a quote and a space in it', async () => {
+    const okRoot = join(base, "it's a store");
+    const okStore = ['--root', okRoot, '--host', 'host-a'];
+    expect((await cli(['init', ...okStore])).code).toBe(0);
+    const exported = await cli(['export', ...okStore, '--out', join(base, 'pasted-bundle')]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const line = exported.stdout.split('\n')[1]!;
+    const command = line.split("auditors also need this host's public keys: handoff-ledger keys export ")[1]!;
+    expect(command).toBe(`--root '${base}/it'\\''s a store' --host host-a`);
+    // Each argument the shell reads from it, one a line: those given (printableLines printed `'\\''`, another word).
+    const echoed = spawnSync('/bin/sh', ['-c', `printf '%s\\n' ${command}`], { encoding: 'utf8' });
+    expect(echoed.stdout).toBe(`--root\n${okRoot}\n--host\nhost-a\n`);
+  });
+});
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

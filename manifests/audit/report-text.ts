@@ -2,9 +2,9 @@
  * The auditor's words: one finding line and the verdict line, shared by the CLI (`verify`) and the
  * auditor's page so both say exactly the same thing about a bundle. Isomorphic. Returns terminal-safe lines, each value
  * escaped once where it is put in: a name from a bundle, a trust file or a witness keys file (an origin, a key's or a
- * witness's name) quoted as a JSON string with nothing a terminal acts on left raw (`quoted`: `"a\"b\u202e"`), one
- * shown bare (a folder's name, an id) escaped with `printable`, a finding's message (which quotes its values so)
- * escaped once with `printableOnce`. The CLI prints a line as it is and the page sets it as text (`printableOnce` of a
+ * witness's name) and the bundle's own directory quoted as a JSON string with nothing a terminal acts on left raw
+ * (`quoted`: `"a\"b\u202e"`), one shown bare (an id) escaped with `printable`, a finding's message (which quotes its
+ * values so) escaped once with `printableOnce`. The CLI prints a line as it is and the page sets it as text (`printableOnce` of a
  * line changes nothing): escaping a whole line again would double every backslash of its quotes (`"a\\\"b"`).
  */
 import type { AuditReport, Finding, FindingCode } from './findings.js';
@@ -140,14 +140,15 @@ export function describeFinding(f: Finding): string {
 }
 
 /**
- * `bundle NAME: its unsigned header claims: exported by host H at T, filters F`: what bundle.json says, labelled as
- * the claim it is (nothing signs it; the host that signed each manifest is in its chain's `hosts`).
+ * `bundle "NAME": its unsigned header claims: exported by host H at T, filters F`: what bundle.json says, labelled as
+ * the claim it is (nothing signs it; the host that signed each manifest is in its chain's `hosts`). The name (the
+ * directory `verify` was given, the folder the page read) quoted, as a refusal names a path (`quoted`).
  */
 export function describeBundle(name: string, r: Pick<BundleAuditReport, 'header'>): string {
   const h = r.header;
-  if (!h) return `bundle ${printable(name)}`;
+  if (!h) return `bundle ${quoted(name)}`;
   const filters = Object.keys(h.filters).length > 0 ? escapeRawInJson(JSON.stringify(h.filters)) : 'none';
-  return `bundle ${printable(name)}: its unsigned header claims: exported by host ${printable(h.host)} at ${printable(h.exportedAt)}, filters ${filters}`;
+  return `bundle ${quoted(name)}: its unsigned header claims: exported by host ${printable(h.host)} at ${printable(h.exportedAt)}, filters ${filters}`;
 }
 
 /** How a medium marks the verdict word (a terminal colours it); plain text by default. */

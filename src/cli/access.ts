@@ -272,11 +272,12 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
                 keys: trust.keys.length,
                 checkpointKeys: trust.checkpointKeys?.length ?? 0,
               });
+            // The file named quoted, as a refusal names it, escaped once (printable again would double its backslashes).
             else
               io.stdout.write(
-                printableLines([
+                printableOnceLines([
                   `wrote ${counted(trust.keys.length, 'trusted key')} and ${counted(trust.checkpointKeys?.length ?? 0, 'checkpoint key')} to ` +
-                    `${values.out}; give this file to auditors out of band`,
+                    `${quoted(values.out)}; give this file to auditors out of band`,
                 ]),
               );
           } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);

@@ -13,7 +13,7 @@ import { openBundleDir } from '../ops/bundle-dir.js';
 import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
-import { printableLines, quoted } from '../../manifests/encoding/printable.js';
+import { printableLines, printableOnceLines, quoted } from '../../manifests/encoding/printable.js';
 import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
 import { readTrustFiles } from './trust-file.js';
 import {
@@ -96,8 +96,11 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
         }
       : {}),
   });
+  // The bundle's directory quoted, as a refusal names it, escaped once (printable would double its backslashes).
   io.stdout.write(
-    printableLines([`audit-ui: ${server.url}${bundle ? ` (bundle ${bundle}, read-only)` : ''}; Ctrl-C stops it`]),
+    printableOnceLines([
+      `audit-ui: ${server.url}${bundle ? ` (bundle ${quoted(bundle)}, read-only)` : ''}; Ctrl-C stops it`,
+    ]),
   );
   if (values.open) openInBrowser(server.url, io);
   return server;

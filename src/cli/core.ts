@@ -24,7 +24,13 @@ import {
   WordedIoError,
   type CliIo,
 } from './io.js';
-import { printableLines, printableRow, quoted } from '../../manifests/encoding/printable.js';
+import {
+  printable,
+  printableLines,
+  printableOnceLines,
+  printableRow,
+  quoted,
+} from '../../manifests/encoding/printable.js';
 import { errnoText } from '../../store/fs/errno-text.js';
 import { stopSignals } from './stop-signals.js';
 
@@ -42,8 +48,14 @@ export async function init(argv: string[], io: CliIo): Promise<number> {
     };
     await ledger.close();
     if (values.json) writeJson(io.stdout, info);
+    // The root quoted, as a refusal names it (`quoted`), escaped once (printable again would double its backslashes).
     else
-      io.stdout.write(printableLines([`store ready at ${info.root}`, `host ${info.host}, signing key ${info.keyId}`]));
+      io.stdout.write(
+        printableOnceLines([
+          `store ready at ${quoted(info.root)}`,
+          `host ${printable(info.host)}, signing key ${printable(info.keyId)}`,
+        ]),
+      );
     return EXIT_OK;
   } catch (err) {
     return reportError(err, io, values.json);

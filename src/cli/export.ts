@@ -22,7 +22,13 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { counted, printable, printableLines, quoted, shellWord } from '../../manifests/encoding/printable.js';
+import {
+  counted,
+  pastableShellWord,
+  printableLines,
+  printableOnceLines,
+  quoted,
+} from '../../manifests/encoding/printable.js';
 import { errnoText } from '../../store/fs/errno-text.js';
 import { SIGNAL_EXITS, stopSignals } from './stop-signals.js';
 
@@ -107,16 +113,29 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       if (json) writeJson(io.stdout, result);
       else {
         // The command that exports this store's keys, run as it is: the --root and --host given here (not the default
-        // store), and --postgres named, not its URL (which may carry a password).
+        // store), and --postgres named, not its URL (which may carry a password). A value that cannot be shown as a
+        // word to paste (a control character or line break in it: printed escaped, it would be other text) is a
+        // placeholder, named after the command quoted.
+        const unpastable: string[] = [];
+        const word = (value: string, placeholder: string) => {
+          const w = pastableShellWord(value);
+          if (w === undefined) unpastable.push(`${placeholder} is ${quoted(value)}`);
+          return w ?? placeholder;
+        };
         const keysExport = [
           'handoff-ledger keys export',
-          ...(values.root !== undefined ? ['--root', shellWord(values.root)] : []),
-          ...(values.host !== undefined ? ['--host', shellWord(values.host)] : []),
+          ...(values.root !== undefined ? ['--root', word(values.root, 'ROOT')] : []),
+          ...(values.host !== undefined ? ['--host', word(values.host, 'HOST')] : []),
           ...(values.postgres !== undefined ? ['--postgres URL'] : []),
         ].join(' ');
+        const named = unpastable.length > 0 ? ` (${unpastable.join(', ')})` : '';
+        // The bundle's directory quoted, as a refusal names it; each line escaped once (printable would double the
+        // backslashes of its quotes, and of a shell word's '\'').
         io.stdout.write(
-          `exported ${counted(counts.manifests, 'manifest')} in ${counted(counts.chains, 'chain')}${counts.blobs !== undefined ? ` and ${counted(counts.blobs, 'blob')}` : ''} to ${printable(result.dir)}\n` +
-            printableLines([`auditors also need this host's public keys: ${keysExport}`]),
+          printableOnceLines([
+            `exported ${counted(counts.manifests, 'manifest')} in ${counted(counts.chains, 'chain')}${counts.blobs !== undefined ? ` and ${counted(counts.blobs, 'blob')}` : ''} to ${quoted(result.dir)}`,
+            `auditors also need this host's public keys: ${keysExport}${named}`,
+          ]),
         );
       }
       return EXIT_OK;

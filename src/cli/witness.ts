@@ -160,14 +160,14 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     listening();
     state = await opening;
     // A new state trusts every log afresh: said, since a witness that cosigned before and lost its state would
-    // otherwise cosign a fork without a word. The path is the operator's: data, escaped.
+    // otherwise cosign a fork without a word. The path is the operator's: quoted, as a refusal names it.
     if (state.binding === 'created')
       io.stderr.write(
-        `witness: a new state in ${printable(stateDir)}: each log's first checkpoint is trusted as it comes (a witness that cosigned before must be given its own state back, not a new one)\n`,
+        `witness: a new state in ${quoted(stateDir)}: each log's first checkpoint is trusted as it comes (a witness that cosigned before must be given its own state back, not a new one)\n`,
       );
     else if (state.binding === 'adopted')
       io.stderr.write(
-        `witness: the state in ${printable(stateDir)} named no witness key (an earlier version wrote it): it is bound to this key now\n`,
+        `witness: the state in ${quoted(stateDir)} named no witness key (an earlier version wrote it): it is bound to this key now\n`,
       );
     const address = created.address() as AddressInfo;
     const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;

@@ -222,7 +222,7 @@ describe('audit-ui command', () => {
       let browser: BrowserContext | undefined;
       let close = async () => {};
       try {
-        expect(c.stdout()).toContain(`audit-ui: ${server.url} (bundle ${dir}, read-only)`);
+        expect(c.stdout()).toContain(`audit-ui: ${server.url} (bundle ${JSON.stringify(dir)}, read-only)`);
         ({ browser, close } = await launchChromium());
         const page = await browser.newPage();
         const seen = watchPage(page);

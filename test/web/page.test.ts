@@ -216,13 +216,13 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       expect(await page.$$eval('#findings li', (lis) => lis.map((li) => li.textContent))).toEqual([
         cliFinding.trimStart(),
       ]);
-      // The folder's name too: the CLI's first line names the folder (by its path), escaped the same way.
-      const name = `forged\\x0a  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\\x0a\\x0averdict: OK — all heads proven`;
+      // The folder's name too: the CLI's first line names the folder (by its path), quoted the same way (`quoted`).
+      const name = `forged\\n  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\\n\\nverdict: OK — all heads proven`;
       const info = (await page.textContent('#bundle-info'))!;
       // What the unsigned header says is labelled as its claim, never printed as fact.
-      const claim = `bundle ${name}: its unsigned header claims: exported by host `;
+      const claim = `bundle "${name}": its unsigned header claims: exported by host `;
       expect(info.slice(0, claim.length)).toBe(claim);
-      expect(cliLines[0]).toContain(`${name}: its unsigned header claims: exported by host `);
+      expect(cliLines[0]).toContain(`/${name}": its unsigned header claims: exported by host `);
       // Nothing the page shows holds a line break from the bundle: only its own, between lines it puts together.
       const texts = await page.$$eval('#findings li, #bundle-info, #picked, #verdict, #coverage, #chains td', (els) =>
         els.map((e) => e.textContent),

@@ -94,7 +94,7 @@ describe('the witness state and its key', () => {
     let stderrA: string;
     try {
       // (stderr is its own pipe: the line may come just after the address on stdout)
-      const said = `witness: a new state in ${join(base, 'a', 'state')}: each log's first checkpoint`;
+      const said = `witness: a new state in ${JSON.stringify(join(base, 'a', 'state'))}: each log's first checkpoint`;
       // Polled for as long as a wait that must end is given (5 s was not enough on a loaded machine).
       const until = Date.now() + ENDS_AT_SIGNAL_MS;
       while (Date.now() < until && !a.stderr().includes(said)) await new Promise((r) => setTimeout(r, 100));
