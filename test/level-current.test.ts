@@ -30,8 +30,11 @@ function snapshot(dir: string): Record<string, string> {
 }
 
 /** A store with three manifests whose log directory has lost CURRENT; its files as they were then. */
-async function storeWithoutCurrent(): Promise<{ root: string; dir: string; before: Record<string, string> }> {
-  const root = join(tempDir(), "the team's store"); // a space and a quote: the restore command must quote the path
+async function storeWithoutCurrent(
+  name = "the team's store", // a space and a quote: the restore command must quote the path
+  parent = tempDir(),
+): Promise<{ root: string; dir: string; before: Record<string, string> }> {
+  const root = join(parent, name);
   const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
   for (let i = 0; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
   await ledger.close();
@@ -85,6 +88,49 @@ describe('a manifest log directory without CURRENT', () => {
       timeout: 60_000,
     });
     expect(fsckAfter.status, fsckAfter.stderr).toBe(0);
+  });
+
+  // A path the step cannot give as a shell word shown as it is: a line break (printed as \x0a, the escape pasted
+  // names another path; raw, it broke the message's line), a control character, a backslash. The step names the
+  // directory quoted instead, and following its words restores the log.
+  it.each([["the team's\nstore"], ['store\u001b[2J'], ['back\\slash']])(
+    'gives no command to paste for a directory %j, and names it quoted',
+    async (name) => {
+      const { root, dir } = await storeWithoutCurrent(name);
+      const err = (await openLedger({ root, host: 'h', onNotice: () => {} }).catch((e: unknown) => e)) as Error;
+      expect(err).toMatchObject({ code: 'RECORD_CORRUPT' });
+      const step =
+        /write the name of the newest MANIFEST file \((MANIFEST-[0-9]+), and a line break\) into a file CURRENT in the directory (".*"), then run fsck$/.exec(
+          err.message,
+        );
+      expect(step, err.message).not.toBeNull();
+      expect(err.message).not.toMatch(/echo|[\n\u001b]/);
+      expect(JSON.parse(step![2]!)).toBe(dir);
+      // Its words, followed: the log opens again.
+      writeFileSync(join(dir, 'CURRENT'), `${step![1]}\n`);
+      const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+      try {
+        expect(await ledger.resume(scope)).toMatchObject({ seq: 2 });
+      } finally {
+        await ledger.close();
+      }
+    },
+  );
+
+  it('gives a relative path that begins with - as ./-…, which the pasted step writes', async () => {
+    const cwd = tempDir();
+    const { dir } = await storeWithoutCurrent('-store', cwd);
+    const r = spawnSync(process.execPath, [CLI, 'fsck', '--root=-store', '--host', 'h'], {
+      cwd,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.status, r.stderr).not.toBe(0);
+    const step = /\((echo MANIFEST-[0-9]+ > (.*))\), then run fsck/.exec(r.stderr);
+    expect(step, r.stderr).not.toBeNull();
+    expect(step![2]).toBe("'./-store/manifests-v1/CURRENT'");
+    expect(spawnSync('/bin/sh', ['-c', step![1]!], { cwd }).status).toBe(0);
+    expect(existsSync(join(dir, 'CURRENT'))).toBe(true);
   });
 
   it('is opened as a new log when it holds no data yet (a creation that stopped before its first write)', async () => {

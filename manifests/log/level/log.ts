@@ -30,6 +30,7 @@ import {
 } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
+import { isTerminalSafe } from '../../encoding/printable.js';
 import {
   parseEntryRecord,
   parseHeadRecord,
@@ -1095,10 +1096,17 @@ function readOnlyAt(db: Level<string, string>, snapshot: LevelSnapshot): Level<s
 }
 
 /**
- * `text` as one shell word: single-quoted, a `'` in it closed, double-quoted and reopened. No backslash anywhere: the
- * CLI prints a backslash of a message escaped (`\\`), and the command an operator pastes from it must still work.
+ * The file `file` as one shell word for a command a message gives to be pasted, or undefined when none can be shown
+ * clearly. Single-quoted, a `'` in it closed, double-quoted and reopened (no backslash anywhere: a printer that escapes
+ * backslashes leaves it as it is); `./` before a relative path that begins with `-`, so that no command reads it as an
+ * option. None for a path holding a line break, a tab, a backslash or anything else a terminal acts on: printed, such a
+ * character is escaped (`\x0a`), and the escape pasted names another path; the message names the file quoted instead.
  */
-const shellQuoted = (text: string): string => `'${text.replaceAll("'", `'"'"'`)}'`;
+function pastablePath(file: string): string | undefined {
+  if (!isTerminalSafe(file) || /[\t\n\\]/.test(file)) return undefined;
+  const word = file.startsWith('-') ? `./${file}` : file;
+  return `'${word.replaceAll("'", `'"'"'`)}'`;
+}
 
 /** The names in the directory `path`, and those of them that hold LevelDB data (table files, a write-ahead log not empty). */
 async function levelFiles(path: string): Promise<{ names: string[]; data: string[] }> {
@@ -1147,9 +1155,14 @@ async function refuseLostCurrent(path: string): Promise<void> {
       .filter((n) => /^MANIFEST-[0-9]+$/.test(n))
       .sort((a, b) => Number(a.slice(9)) - Number(b.slice(9)))
       .at(-1);
-    const restore = newest
-      ? `restore it from a backup, or write the name of the newest MANIFEST file into it (echo ${newest} > ${shellQuoted(join(path, 'CURRENT'))}), then run fsck`
-      : 'no MANIFEST file is left either: restore the directory from a backup';
+    // A command to paste when the file's path can be one shell word shown as it is, else the directory quoted.
+    const current = pastablePath(join(path, 'CURRENT'));
+    const restore =
+      newest === undefined
+        ? 'no MANIFEST file is left either: restore the directory from a backup'
+        : current !== undefined
+          ? `restore it from a backup, or write the name of the newest MANIFEST file into it (echo ${newest} > ${current}), then run fsck`
+          : `restore it from a backup, or write the name of the newest MANIFEST file (${newest}, and a line break) into a file CURRENT in the directory ${quoted(path)}, then run fsck`;
     throw new ManifestError(
       'RECORD_CORRUPT',
       `the manifest log ${quoted(path)} holds LevelDB data (${listed(data.sort())}) but no CURRENT file: opened as it is, ` +
