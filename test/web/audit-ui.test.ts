@@ -654,6 +654,10 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
             expect(cli.stderr).toMatch(/checkpoint\.note" is a symbolic link: /);
             expect(cli.stderr).toMatch(link);
             expect(got.error).toMatch(link);
+            // The page names the file it could not read by its URL, quoted as it quotes a side file's name.
+            expect(got.error).toMatch(
+              /^BUNDLE_IO: cannot read "http:\/\/127\.0\.0\.1:[0-9]+\/[^"]*checkpoint\.note": HTTP 403: /,
+            );
           }
         } finally {
           await page.close();

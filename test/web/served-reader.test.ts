@@ -70,7 +70,7 @@ describe("the page's reader of a served bundle", () => {
     await expect(reader.readBlob!(DIGEST, 4 * CHUNK)).rejects.toMatchObject({
       name: 'AuditError',
       code: 'BUNDLE_IO',
-      message: expect.stringContaining(`cannot read ${DIGEST}`),
+      message: expect.stringContaining(`cannot read "${DIGEST}": `),
     });
   });
 
@@ -85,5 +85,64 @@ describe("the page's reader of a served bundle", () => {
       // Before: Response.text() read all 256 chunks, to show 500 characters of them.
       expect(b.made(), String(status)).toBeLessThanOrEqual(1);
     }
+  });
+});
+
+describe("the page's reader names what it cannot read quoted, as it quotes a side file's name", () => {
+  // Put in raw, a URL or a name ran into the words around it, and one holding a control character had the page (and
+  // the CLI's words it shares) escape the whole line; quoted (`quoted`: a JSON string), each is one value, escaped once.
+  const BASE = 'http://127.0.0.1:1/bundle/';
+  const words = (text: string, status: number) => new Response(text, { status });
+
+  it.each([
+    [
+      403,
+      '"checkpoint.note" is a symbolic link',
+      `cannot read "${BASE}bundle.json": HTTP 403: "checkpoint.note" is a symbolic link`,
+    ],
+    [403, '', `cannot read "${BASE}bundle.json": HTTP 403`],
+    [503, 'busy', `cannot read "${BASE}bundle.json": HTTP 503`],
+    [422, '"bundle.json" is not a regular file', `"${BASE}bundle.json": "bundle.json" is not a regular file`],
+    // The server's words with what a terminal acts on escaped once, the quotes in them as they were.
+    [403, 'a \u001b[2J "q\\u001b"', `cannot read "${BASE}bundle.json": HTTP 403: a \\u001b[2J "q\\u001b"`],
+  ])('HTTP %i with words %j', async (status, said, message) => {
+    const reader = served(words(said, status));
+    await expect(reader.header()).rejects.toMatchObject({ name: 'AuditError', message });
+  });
+
+  it('a URL holding a quote and a control character: quoted once, nothing raw', async () => {
+    vi.stubGlobal('fetch', async () => new Response('', { status: 503 }));
+    const reader = readerFor({ kind: 'url', base: 'http://127.0.0.1:1/b"\u001b/', hasBlobs: false, tree: [] });
+    await expect(reader.header()).rejects.toMatchObject({
+      message: 'cannot read "http://127.0.0.1:1/b\\"\\u001b/bundle.json": HTTP 503',
+    });
+  });
+
+  it('a fetch that fails, and a blob whose answer breaks off: the URL and the digest quoted', async () => {
+    vi.stubGlobal('fetch', async () => {
+      throw new TypeError('Failed to fetch \u001b');
+    });
+    const reader = readerFor({ kind: 'url', base: BASE, hasBlobs: true, tree: [] });
+    await expect(reader.header()).rejects.toMatchObject({
+      code: 'BUNDLE_IO',
+      message: `cannot read "${BASE}bundle.json": Failed to fetch \\u001b`,
+    });
+    const b = body(4, 2);
+    await expect(served(new Response(b.stream, { status: 200 })).readBlob!(DIGEST, 4 * CHUNK)).rejects.toMatchObject({
+      code: 'BUNDLE_IO',
+      message: `cannot read "${DIGEST}": terminated`,
+    });
+  });
+
+  it('a picked file the browser cannot read: its name in the bundle quoted', async () => {
+    const unreadable = {
+      size: 10,
+      arrayBuffer: () => Promise.reject(new DOMException('The requested file could not be read', 'NotReadableError')),
+    };
+    const reader = readerFor({ kind: 'files', header: unreadable, manifests: new Blob([]) } as never);
+    await expect(reader.header()).rejects.toMatchObject({
+      code: 'BUNDLE_IO',
+      message: expect.stringMatching(/^cannot read "bundle\.json": \S/),
+    });
   });
 });

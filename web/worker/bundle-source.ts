@@ -5,7 +5,7 @@
  */
 import { AuditError } from '../../manifests/audit/errors.js';
 import { readBodyUpTo } from '../../store/bounded-body.js';
-import { errorText } from '../../store/errors.js';
+import { errorText, escapedText, quoted } from '../../store/errors.js';
 import {
   BLOB_LINK_HEADER,
   BUNDLE_BLOB_LINKS,
@@ -113,8 +113,13 @@ async function fileText(file: Blob, name: string): Promise<string> {
   }
 }
 
+/**
+ * `BUNDLE_IO` for a read that failed: what it read (a bundle file's name, a blob's digest, a served file's URL) quoted,
+ * as the page quotes a side file's name and `verify` a bundle's path (`cannot read "bundle.json": …`), and the browser's
+ * reason with what a terminal acts on escaped, once (`escapedText`).
+ */
 function ioError(what: string, err: unknown): AuditError {
-  return new AuditError('BUNDLE_IO', `cannot read ${what}: ${errorText(err)}`, { cause: err });
+  return new AuditError('BUNDLE_IO', `cannot read ${quoted(what)}: ${escapedText(errorText(err))}`, { cause: err });
 }
 
 function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleReader {
@@ -211,15 +216,17 @@ async function get<T>(url: string, absent?: (res: Response) => T | undefined): P
   }
   // 422: audit-ui found something at the name that is not a bundle's file (not a regular file), which
   // `verify` refuses as BUNDLE_INVALID; anything else it could not read (a symlink, no permission) is BUNDLE_IO.
-  const why = async () => (await firstWords(res, WORDS_BYTES)).slice(0, 500).trim();
+  // The URL quoted, as every name of a file the page reads; the server's words (which quote what they name) with what
+  // a terminal acts on escaped, once.
+  const why = async () => escapedText((await firstWords(res, WORDS_BYTES)).slice(0, 500).trim());
   if (res.status === 422)
-    throw new AuditError('BUNDLE_INVALID', `${url}: ${(await why()) || 'not a file of the bundle'}`);
+    throw new AuditError('BUNDLE_INVALID', `${quoted(url)}: ${(await why()) || 'not a file of the bundle'}`);
   // 403: audit-ui's words say what stands there (a symbolic link, no permission), as verify's message does.
   if (res.status === 403) {
     const said = await why();
-    throw new AuditError('BUNDLE_IO', `cannot read ${url}: HTTP 403${said ? `: ${said}` : ''}`);
+    throw new AuditError('BUNDLE_IO', `cannot read ${quoted(url)}: HTTP 403${said ? `: ${said}` : ''}`);
   }
-  if (!res.ok) throw new AuditError('BUNDLE_IO', `cannot read ${url}: HTTP ${res.status}`);
+  if (!res.ok) throw new AuditError('BUNDLE_IO', `cannot read ${quoted(url)}: HTTP ${res.status}`);
   return res;
 }
 
