@@ -257,25 +257,37 @@ class Publish implements Cmd {
     const same = m.log.find((e) => JSON.stringify(e.summary) === JSON.stringify(summary));
     if (same) expect(receipt.digest).toBe(same.digest);
     else expect(m.log.some((e) => e.digest === receipt.digest)).toBe(false);
-    const entry: Entry = {
-      id: receipt.id,
-      seq: receipt.seq,
-      principal: this.principal,
-      summary,
-      digest: receipt.digest,
-      keyId: manifest.keyId,
-      createdAt: manifest.createdAt,
-      position: m.log.length,
-    };
-    if (!m.sessions.has(this.session)) m.sessions.set(this.session, { owner: this.principal, entries: [] });
-    m.sessions.get(this.session)!.entries.push(entry);
-    m.log.push(entry);
-    m.orphans.delete(receipt.digest);
+    recordPublished(m, this.principal, this.session, summary, receipt, manifest);
     // What a Harness does next: its resume gets this summary back.
     await checkResume(m, r, this.principal, this.session, `resume(${this.principal}, ${this.session}) after ${this}`);
   }
   toString = () =>
     `publish(${this.principal}, ${this.session}, v${this.variant}/${this.size}${this.guard === 'none' ? '' : `, ${this.guard}`})`;
+}
+
+/** A publish that landed, as the model keeps it: the session's chain and the log grow by its entry. */
+function recordPublished(
+  m: Model,
+  principal: string,
+  session: string,
+  summary: Entry['summary'],
+  receipt: { id: Entry['id']; seq: number; digest: Entry['digest'] },
+  manifest: { keyId: string; createdAt: string },
+): void {
+  const entry: Entry = {
+    id: receipt.id,
+    seq: receipt.seq,
+    principal,
+    summary,
+    digest: receipt.digest,
+    keyId: manifest.keyId,
+    createdAt: manifest.createdAt,
+    position: m.log.length,
+  };
+  if (!m.sessions.has(session)) m.sessions.set(session, { owner: principal, entries: [] });
+  m.sessions.get(session)!.entries.push(entry);
+  m.log.push(entry);
+  m.orphans.delete(receipt.digest);
 }
 
 /**
@@ -310,20 +322,7 @@ class PublishTwice implements Cmd {
     for (const { receipt, summary } of landed.sort((x, y) => x.receipt.seq - y.receipt.seq)) {
       const manifest = JSON.parse(Buffer.from(receipt.envelope.payload, 'base64').toString('utf8')) as Manifest;
       expect(manifest.prev).toBe(head(m, this.session)?.id ?? null);
-      const entry: Entry = {
-        id: receipt.id,
-        seq: receipt.seq,
-        principal: this.principal,
-        summary,
-        digest: receipt.digest,
-        keyId: manifest.keyId,
-        createdAt: manifest.createdAt,
-        position: m.log.length,
-      };
-      if (!m.sessions.has(this.session)) m.sessions.set(this.session, { owner: this.principal, entries: [] });
-      m.sessions.get(this.session)!.entries.push(entry);
-      m.log.push(entry);
-      m.orphans.delete(receipt.digest);
+      recordPublished(m, this.principal, this.session, summary, receipt, manifest);
     }
     await checkResume(m, r, this.principal, this.session, `resume(${this.principal}, ${this.session}) after ${this}`);
   }
