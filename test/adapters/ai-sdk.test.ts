@@ -8,6 +8,7 @@ import { chat, completion, functionCall, response } from './openai-replies.js';
 import { startFakeProvider } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 import { validateSummary } from '../../src/summary/summary.js';
+import { countingLedger } from '../support/counting-ledger.js';
 
 const model = (url: string) => createOpenAI({ apiKey: 'test-key', baseURL: `${url}/v1` }).chat('gpt-test');
 
@@ -295,13 +296,7 @@ describe("aiSdkAdapter: a provider's raw reason its unified reason calls finishe
     "reads Anthropic's pause_turn as not finished (%s mode), as anthropicAdapter does: SUMMARY_INCOMPLETE naming it, nothing published",
     async (mode) => {
       const { compact } = await import('../../src/compaction/compact.js');
-      let published = 0;
-      const ledger = {
-        publish: async () => {
-          published++;
-          return { id: 'x' as never, seq: 0, digest: 'x' as never, size: 1 };
-        },
-      };
+      const ledger = countingLedger();
       const outcome = await compact({
         ledger,
         scope: { principal: 'alice', session: 's1', run: 'r1' },
@@ -311,7 +306,7 @@ describe("aiSdkAdapter: a provider's raw reason its unified reason calls finishe
       }).catch((e: unknown) => e);
       expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INCOMPLETE' });
       expect((outcome as Error).message).toMatch(/"pause_turn"/);
-      expect(published).toBe(0);
+      expect(ledger.published).toBe(0);
     },
   );
 });

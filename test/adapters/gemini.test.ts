@@ -6,6 +6,7 @@ import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import type { ModelMessage } from '../../src/compaction/model.js';
 import type { Reply } from '../support/fake-provider.js';
 import { providerCases, summary } from './provider-cases.js';
+import { countingLedger } from '../support/counting-ledger.js';
 
 function generated(text: string | undefined, finishReason: string): Reply {
   return {
@@ -232,13 +233,7 @@ describe('geminiAdapter: an answer with functionCall parts (no tool is offered)'
         const candidate = (reply.body as { candidates: Array<{ content: { parts: unknown[] } }> }).candidates[0]!;
         candidate.content.parts.push({ functionCall: { id: 'fc_1', name: 'write_file', args: { path: 'a.ts' } } });
         provider.script(reply);
-        let published = 0;
-        const ledger = {
-          publish: async () => {
-            published++;
-            return { id: 'x' as never, seq: 0, digest: 'x' as never, size: 1 };
-          },
-        };
+        const ledger = countingLedger();
         const outcome = await compact({
           ledger,
           scope: { principal: 'alice', session: 's1', run: 'r1' },
@@ -254,7 +249,7 @@ describe('geminiAdapter: an answer with functionCall parts (no tool is offered)'
         }).catch((e: unknown) => e);
         expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
         expect((outcome as Error).message).toMatch(/called "write_file"/);
-        expect(published).toBe(0);
+        expect(ledger.published).toBe(0);
       } finally {
         await provider.close();
       }

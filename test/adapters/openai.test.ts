@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { startFakeProvider } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 import { compact } from '../../src/compaction/compact.js';
+import { countingLedger } from '../support/counting-ledger.js';
 
 const client = (url: string) => new OpenAI({ apiKey: 'test-key', baseURL: `${url}/v1`, maxRetries: 0 });
 const httpError = (): Reply => ({
@@ -133,13 +134,7 @@ describe('openaiAdapter: one call of submit_handoff', () => {
               }
             : response([functionCall(args), { ...functionCall(args), id: 'fc_2', call_id: 'call_2' }]),
         );
-        let published = 0;
-        const ledger = {
-          publish: async () => {
-            published++;
-            return { id: 'x' as never, seq: 0, digest: 'x' as never, size: 1 };
-          },
-        };
+        const ledger = countingLedger();
         const err = await compact({
           ledger,
           scope: { principal: 'alice', session: 's1', run: 'r1' },
@@ -148,7 +143,7 @@ describe('openaiAdapter: one call of submit_handoff', () => {
         }).catch((e: unknown) => e);
         expect(err).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
         expect((err as Error).message).toMatch(/submit_handoff 2 times/);
-        expect(published).toBe(0);
+        expect(ledger.published).toBe(0);
       } finally {
         await provider.close();
       }
@@ -281,13 +276,7 @@ describe('openaiAdapter: an answer that also calls a tool of another kind, or ho
     const provider = await startFakeProvider();
     try {
       provider.script(reply);
-      let published = 0;
-      const ledger = {
-        publish: async () => {
-          published++;
-          return { id: 'x' as never, seq: 0, digest: 'x' as never, size: 1 };
-        },
-      };
+      const ledger = countingLedger();
       const outcome = await compact({
         ledger,
         scope: { principal: 'alice', session: 's1', run: 'r1' },
@@ -295,7 +284,7 @@ describe('openaiAdapter: an answer that also calls a tool of another kind, or ho
         transcript: [{ role: 'user', content: 'hi' }],
         mode,
       }).catch((e: unknown) => e);
-      return { outcome, published };
+      return { outcome, published: ledger.published };
     } finally {
       await provider.close();
     }
