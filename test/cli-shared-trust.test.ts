@@ -107,6 +107,11 @@ describePostgres(
       // By session: the database is this file's, and the test before this one left another session in it.
       const exported = cli(['export', ...a, '--session', 's2', '--out', bundle], { HANDOFF_LEDGER_TRUST: keysOfB });
       expect(exported.code, exported.stderr).toBe(0);
+      // Its hint asks for every host's keys, not this host's alone (which it said: an auditor given only those gets
+      // KEY_UNTRUSTED for the other hosts' manifests, below), and shows this host's own command.
+      expect(exported.stdout.split('\n')[1]).toMatch(
+        /^auditors also need every host's public keys \(each host's own keys export: verify takes one --trust per file\); this host's: handoff-ledger keys export --root .+ --host host-a$/,
+      );
       // One host's file alone: the other host's manifest is not trusted.
       const one = cli(['verify', bundle, '--session', 's2', '--trust', keysOfA]);
       expect(one.code, one.stdout + one.stderr).toBe(1);

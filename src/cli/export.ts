@@ -129,12 +129,17 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
           ...(values.postgres !== undefined ? ['--postgres URL'] : []),
         ].join(' ');
         const named = unpastable.length > 0 ? ` (${unpastable.join(', ')})` : '';
+        // A shared PostgreSQL store's bundle holds every host's manifests and checkpoints: each host's keys are needed.
+        const whose =
+          (values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES)
+            ? "every host's public keys (each host's own keys export: verify takes one --trust per file); this host's"
+            : "this host's public keys";
         // The bundle's directory quoted, as a refusal names it; each line escaped once (printable would double the
         // backslashes of its quotes, and of a shell word's '\'').
         io.stdout.write(
           printableOnceLines([
             `exported ${counted(counts.manifests, 'manifest')} in ${counted(counts.chains, 'chain')}${counts.blobs !== undefined ? ` and ${counted(counts.blobs, 'blob')}` : ''} to ${quoted(result.dir)}`,
-            `auditors also need this host's public keys: ${keysExport}${named}`,
+            `auditors also need ${whose}: ${keysExport}${named}`,
           ]),
         );
       }
