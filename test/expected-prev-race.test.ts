@@ -9,6 +9,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { LedgerError } from '../src/errors.js';
+import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
 import { startLineChild } from './support/line-child.js';
@@ -175,4 +177,52 @@ describePostgres('processes racing to extend one chain on PostgreSQL', (pg) => {
       await ledger.close();
     }
   }, 180_000);
+
+  it('a race lost between the head check and the commit is the head that moved, as the check says it: the head found, what to do', async () => {
+    // Host a's signer holds its manifest's signature (after its head was read and checked against expectedPrev)
+    // until host b has published: a's append then finds the head taken, in the database. It said only the log's
+    // `append at seq 0 does not extend the head (seq 0)`, a ManifestError naming neither head nor what to do.
+    const schema = `prev_lost_${process.pid}`;
+    const postgres = { connectionString: pg.connectionString, schema };
+    const inner = new LocalSigner(generateJwk());
+    let hold: Promise<void> | undefined;
+    let signing!: () => void;
+    const held = new Promise<void>((resolve) => (signing = resolve));
+    const signer = {
+      keyId: inner.keyId,
+      publicKey: inner.publicKey,
+      async sign(bytes: Uint8Array) {
+        const wait = hold;
+        hold = undefined;
+        if (wait) {
+          signing();
+          await wait;
+        }
+        return inner.sign(bytes);
+      },
+    };
+    const a = await openLedger({ root: tempDir(), host: 'host-a', postgres, signer, onNotice: () => {} });
+    const b = await openLedger({ root: tempDir(), host: 'host-b', postgres, onNotice: () => {} });
+    try {
+      const scope = { principal: 'alice', session: 's', run: 'r' };
+      let release!: () => void;
+      hold = new Promise<void>((resolve) => (release = resolve));
+      const lost = a.publish(scope, sampleSummary('a'), { expectedPrev: null }).catch((e: unknown) => e);
+      await held;
+      const won = await b.publish(scope, sampleSummary('b'), { expectedPrev: null });
+      release();
+      const err = await lost;
+      expect(err).toBeInstanceOf(LedgerError);
+      expect(err).toMatchObject({ code: 'CHAIN_CONFLICT' });
+      expect((err as Error).message).toBe(
+        `session s: the head moved (expected an empty chain, found ${won.id} at seq 0): another run published in it ` +
+          'since; resume the session and go on from its head (the next expectedPrev is the id resume returns)',
+      );
+      expect((err as Error).cause).toMatchObject({ code: 'CHAIN_CONFLICT' });
+      expect((await b.log.head('s'))?.id).toBe(won.id);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  }, 60_000);
 });

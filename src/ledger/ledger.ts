@@ -232,6 +232,7 @@ function headMoved(
   session: string,
   expectedPrev: Digest | null,
   head: { id: Digest; seq: number } | undefined,
+  cause?: unknown,
 ): LedgerError {
   // The stored head's id as the log holds it: a manifest id as it is, anything else (a hand edit) quoted as data.
   const found = head ? `${isDigest(head.id) ? head.id : shownValue(head.id)} at seq ${head.seq}` : 'an empty chain';
@@ -240,6 +241,7 @@ function headMoved(
     `session ${session}: the head moved (expected ${expectedPrev ?? 'an empty chain'}, found ${found}): another run ` +
       'published in it since; resume the session and go on from its head (the next expectedPrev is the id resume ' +
       'returns)',
+    cause === undefined ? undefined : { cause },
   );
 }
 
@@ -648,6 +650,10 @@ export class Ledger {
               continue;
             }
             const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
+            // With expectedPrev, a race lost between the head's read and the commit is the head that moved, told as
+            // the check before it tells it (the head found, and what to do), not as the log's refusal of the append.
+            if (lostRace && options.expectedPrev !== undefined)
+              throw await this.movedInRace(s.session, options.expectedPrev, err);
             if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
             this.telemetry.chainConflictRetry(span);
             hold = true;
@@ -656,6 +662,21 @@ export class Ledger {
       },
       signal,
     );
+  }
+
+  /**
+   * A publish with `expectedPrev` whose append the log refused (`lost`, CHAIN_CONFLICT: another process or host
+   * committed on the head first): `headMoved` naming the head now, `lost` its cause. `lost` itself when the head cannot
+   * be read or is still `expectedPrev` (no head moved to name).
+   */
+  private async movedInRace(session: string, expectedPrev: Digest | null, lost: ManifestError): Promise<Error> {
+    let head: ChainHead | undefined;
+    try {
+      head = await this.appendHead(session);
+    } catch {
+      return lost;
+    }
+    return (head?.id ?? null) === expectedPrev ? lost : headMoved(session, expectedPrev, head, lost);
   }
 
   /**
