@@ -45,7 +45,18 @@ describePostgres(
       // host-b's own trust.json does not list host-a's key.
       const untrusted = cli(['history', ...b, ...scope]);
       expect(untrusted.code, untrusted.stderr).toBe(1);
-      expect(untrusted.stderr).toMatch(/^handoff-ledger: KEY_UNTRUSTED: /);
+      // Where, and what to do (it said only `key "…" of host "host-a" is not trusted`); resume says so too.
+      const todo = `: trust its host's keys (the \`trust\` option, HANDOFF_LEDGER_TRUST: that host's \`keys export\`)\n`;
+      expect(untrusted.stderr).toMatch(
+        /^handoff-ledger: KEY_UNTRUSTED: session s1 seq 0: key "[^"]+" of host "host-a" is not trusted: /,
+      );
+      expect(untrusted.stderr.endsWith(todo), untrusted.stderr).toBe(true);
+      const unresumed = cli(['resume', ...b, ...scope]);
+      expect(unresumed.code, unresumed.stderr).toBe(1);
+      expect(unresumed.stderr).toMatch(
+        /^handoff-ledger: KEY_UNTRUSTED: session s1 seq 0: key "[^"]+" of host "host-a" is not trusted: /,
+      );
+      expect(unresumed.stderr.endsWith(todo), unresumed.stderr).toBe(true);
       // host-a's keys, exported, trusted by host-b.
       const keysOfA = join(base, 'host-a.trust.json');
       expect(cli(['keys', 'export', ...a, '--out', keysOfA]).code).toBe(0);

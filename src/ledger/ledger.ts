@@ -1068,6 +1068,14 @@ export class Ledger {
    * running backwards is the auditor's and fsck's finding, not a reason to refuse a verified chain.
    */
   private accept(session: string, seq: number, checked: CheckedEntry): VerifiedManifest {
+    // A key the trust does not list is most often another host's of a shared store whose keys this one was not
+    // given: said where, and what to do, as publish says it of a head so signed.
+    if (checked.error?.code === 'KEY_UNTRUSTED')
+      throw new ManifestError(
+        'KEY_UNTRUSTED',
+        `session ${session} seq ${seq}: ${checked.error.message}: trust its host's keys (the \`trust\` option, HANDOFF_LEDGER_TRUST: that host's \`keys export\`)`,
+        { cause: checked.error },
+      );
     if (checked.error) throw checked.error;
     const broken = checked.findings.find((f) => f.code !== 'TIME_REVERSED');
     if (broken?.code === 'SCOPE_MISMATCH')
