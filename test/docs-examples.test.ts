@@ -365,13 +365,25 @@ describe("the README's TypeScript examples, run", () => {
       const receipt = await ledger.publish(scope, sampleSummary('proved'));
       const said = /^(verifyInclusion\(.*\));\s*\/\/ (\{ .* \})$/m.exec(code);
       expect(said, 'the block ends with verifyInclusion(…); // its result').not.toBeNull();
-      const ran = await run(code, { ledger, receipt, oldSize: 1 }, ['note', 'checkpoint', 'c', '__verified'], (c) =>
-        c.replace(said![0], `const __verified = ${said![1]};`),
+      const saidConsistent = /^(verifyConsistency\(.*\));\s*\/\/ (\{ .* \})$/m.exec(code);
+      expect(saidConsistent, 'the block ends with verifyConsistency(…); // its result').not.toBeNull();
+      // One more leaf: the consistency proof from size 1 is not the trivial one of equal sizes.
+      await ledger.publish(scope, sampleSummary('proved again'));
+      const ran = await run(
+        code,
+        { ledger, receipt, oldSize: 1 },
+        ['note', 'checkpoint', 'c', '__verified', '__consistent'],
+        (c) =>
+          c
+            .replace(said![0], `const __verified = ${said![1]};`)
+            .replace(saidConsistent![0], `const __consistent = ${saidConsistent![1]};`),
       );
       expect(typeof ran.note).toBe('string');
       expect(Object.keys(ran.checkpoint as object).sort()).toEqual(saidKeys(code, /signed note; \{ ([^}]*) \}/).sort());
       expect(ran.c).toMatchObject({ oldSize: 1 });
+      expect((ran.c as { treeSize: number }).treeSize).toBeGreaterThan(1);
       expect(ran.__verified).toEqual(new Function(`return (${said![2]});`)());
+      expect(ran.__consistent).toEqual(new Function(`return (${saidConsistent![2]});`)());
     });
   });
 });
