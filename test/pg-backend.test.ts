@@ -1749,6 +1749,24 @@ describePostgres('PostgreSQL backend', (pg) => {
         await log.close();
       }
     });
+
+    it('a role that may not create the schema is told to have it made, or to be granted CREATE, as the README says', async () => {
+      // It said only the driver's `permission denied for database …`.
+      const role = `app_nocreate_${process.pid}`;
+      const schema = nextSchema();
+      const db = decodeURIComponent(/@\/([^?]+)/.exec(pg.connectionString)![1]!);
+      await sql(
+        `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${role}') THEN CREATE ROLE ${role} LOGIN; END IF; END $$`,
+      );
+      await sql(`REVOKE CREATE ON DATABASE "${db}" FROM PUBLIC`);
+      const connectionString = pg.connectionString.replace('postgres@', `${role}@`);
+      const err = await rejection(openPostgresBackends({ connectionString, schema }));
+      expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+      expect((err as Error).message).toBe(
+        `postgres blob store: open failed: cannot create schema "${schema}": make it beforehand for this role (CREATE SCHEMA "${schema}" AUTHORIZATION <role>), or grant the role CREATE on the database: permission denied for database ${db}`,
+      );
+      expect(await sql(`SELECT 1 FROM pg_namespace WHERE nspname = '${schema}'`)).toEqual([]);
+    });
   });
 
   describe('storage failures', () => {

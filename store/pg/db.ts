@@ -756,7 +756,16 @@ export class PgDatabase {
         const { rowCount } = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [
           this.schema.slice(1, -1),
         ]);
-        if (!rowCount) await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
+        if (!rowCount)
+          await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`).catch((err: unknown) => {
+            // A role without the database's CREATE privilege: said with what to do (the driver says only
+            // `permission denied for database …`).
+            if (pgCode(err) !== INSUFFICIENT_PRIVILEGE) throw err;
+            throw new Error(
+              `cannot create schema ${this.schema}: make it beforehand for this role (CREATE SCHEMA ${this.schema} AUTHORIZATION <role>), or grant the role CREATE on the database`,
+              { cause: err },
+            );
+          });
         await client.query(
           this.sql(`CREATE TABLE IF NOT EXISTS {schema}.handoff_ledger_migrations (
           component text NOT NULL, version integer NOT NULL, name text NOT NULL,
@@ -857,6 +866,8 @@ export function pgCode(err: unknown): string | undefined {
 
 /** SQLSTATE 23505: a unique or primary key constraint refused a row. */
 export const UNIQUE_VIOLATION = '23505';
+/** SQLSTATE 42501: the role lacks a privilege the statement needs. */
+export const INSUFFICIENT_PRIVILEGE = '42501';
 /** SQLSTATE 55P03: a lock was not granted within `lock_timeout`. */
 export const LOCK_NOT_AVAILABLE = '55P03';
 /** SQLSTATE 40P01: the server ended a transaction to break a cycle of lock waits. */
