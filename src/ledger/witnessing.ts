@@ -555,10 +555,11 @@ export class WitnessPool {
       }
       if (res.status !== 200) {
         // The witness's words are data: shortened here, escaped by the pool's notice (see open).
-        // 403: no key of the log the witness knows signed it, what every `keys rotate` brings until the witness is told.
+        // 403: no key of the log the witness knows signed it, what every `keys rotate` brings until the witness is told,
+        // and every host of a shared store whose own checkpoint key the witness was never given (each host signs).
         const hint =
           res.status === 403
-            ? ' (the witness lists no key of this log that signed it: after `keys rotate`, add the new `keys vkey` to its logs.json and restart it)'
+            ? " (the witness lists no key of this log that signed it: add this host's `keys vkey` to its logs.json and restart it; after `keys rotate`, the new one; each host of a shared store signs with its own)"
             : '';
         // An empty body adds nothing after the status (it left a space at the end of the notice).
         const words = body.trim().slice(0, 200);

@@ -55,8 +55,11 @@ describe('a witness refusal carrying terminal escapes', () => {
       await expect.poll(() => refusal(notices), { timeout: 15_000 }).toBeDefined();
       const notice = refusal(notices)!;
       expect(notice).toContain('403');
-      // What to do about a 403, the refusal every `keys rotate` brings until the witness lists the new key.
-      expect(notice).toMatch(/after `keys rotate`, add the new `keys vkey` to its logs.json and restart it\)$/);
+      // What to do about a 403, the refusal every `keys rotate` brings until the witness lists the new key, and every
+      // host of a shared store whose checkpoint key it was never given (it spoke of `keys rotate` alone).
+      expect(notice).toMatch(
+        /: add this host's `keys vkey` to its logs.json and restart it; after `keys rotate`, the new one; each host of a shared store signs with its own\)$/,
+      );
       expect(notice).toContain('\\x1b[2J\\x1b[31mverdict: OK\\x1b[0m \\u{202e}sdrawkcab\\x07');
       expect(isTerminalSafe(notice)).toBe(true);
       expect(notices.every((n) => isTerminalSafe(n) && !n.includes('\n'))).toBe(true);

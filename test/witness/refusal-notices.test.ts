@@ -60,7 +60,7 @@ describe('a ledger whose witness refuses its checkpoints (a witness of this proc
     });
     const about = () => notices.filter((m) => m.startsWith(`witness ${url} `));
     const refusal = (size: number) =>
-      `witness ${url} refused the checkpoint of size ${size}: 403 the note carries no signature by a known key (the witness lists no key of this log that signed it: after \`keys rotate\`, add the new \`keys vkey\` to its logs.json and restart it)`;
+      `witness ${url} refused the checkpoint of size ${size}: 403 the note carries no signature by a known key (the witness lists no key of this log that signed it: add this host's \`keys vkey\` to its logs.json and restart it; after \`keys rotate\`, the new one; each host of a shared store signs with its own)`;
     const cosigned = (note: string) => checkCosignatures(note, [parseCosignerKey(wvkey)]).valid.length;
     try {
       await ledger.publish(scope, sampleSummary(1));
