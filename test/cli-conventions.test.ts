@@ -1174,7 +1174,7 @@ describe('publish refused on its store arguments', () => {
         [
           ['--host', 'h'],
           { HANDOFF_LEDGER_TRUST: join(base, 'no-such-trust.json') },
-          'handoff-ledger: TRUST_INVALID: cannot read trust file',
+          'handoff-ledger: TRUST_INVALID: HANDOFF_LEDGER_TRUST: cannot read trust file',
         ],
         [['--host', 'h'], { HANDOFF_LEDGER_TRUST: notJson }, 'handoff-ledger: TRUST_INVALID: '],
         [['--host', 'h', '--origin', 'a b'], {}, 'handoff-ledger: INVALID_ARGUMENT: origin: a non-empty name'],
@@ -1259,7 +1259,7 @@ describe('publish refused on its store arguments', () => {
           [],
           { HANDOFF_LEDGER_TRUST: join(base, 'no-such-trust.json') },
           2,
-          'handoff-ledger: TRUST_INVALID: cannot read trust file',
+          'handoff-ledger: TRUST_INVALID: HANDOFF_LEDGER_TRUST: cannot read trust file',
         ],
         [['--origin', 'a b'], {}, 1, 'handoff-ledger: INVALID_ARGUMENT: origin: '],
         [[], { HANDOFF_LEDGER_ORIGIN: 'example.com/a\\b' }, 1, 'handoff-ledger: INVALID_ARGUMENT: origin: '],

@@ -94,7 +94,7 @@ describePostgres(
         const fresh = join(base, `never-${path.length}`);
         const r = cli(['history', '--root', fresh, '--host', 'host-b', ...scope], { HANDOFF_LEDGER_TRUST: path });
         expect(r.code, path).toBe(2);
-        expect(r.stderr).toMatch(/^handoff-ledger: TRUST_INVALID: .*trust file /);
+        expect(r.stderr).toMatch(/^handoff-ledger: TRUST_INVALID: HANDOFF_LEDGER_TRUST: (cannot read )?trust file /);
         expect(existsSync(fresh)).toBe(false);
       }
     });

@@ -460,7 +460,14 @@ async function trustFromEnv(env: NodeJS.ProcessEnv): Promise<Partial<OpenLedgerO
   const path = env.HANDOFF_LEDGER_TRUST;
   if (!path) return {};
   const { readTrustFile } = await import('./trust-file.js');
-  return { trust: (await readTrustFile(path)).trust };
+  try {
+    return { trust: (await readTrustFile(path)).trust };
+  } catch (err) {
+    // Named by the variable that gave it: no option of the command line names that file.
+    if (isHandoffLedgerError(err) && err.code === 'TRUST_INVALID')
+      throw new AuditError('TRUST_INVALID', `HANDOFF_LEDGER_TRUST: ${err.message}`, { cause: err });
+    throw err;
+  }
 }
 
 /**
