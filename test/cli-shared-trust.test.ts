@@ -59,7 +59,12 @@ describePostgres(
       expect(unresumed.stderr.endsWith(todo), unresumed.stderr).toBe(true);
       // host-a's keys, exported, trusted by host-b.
       const keysOfA = join(base, 'host-a.trust.json');
-      expect(cli(['keys', 'export', ...a, '--out', keysOfA]).code).toBe(0);
+      const wrote = cli(['keys', 'export', ...a, '--out', keysOfA]);
+      expect(wrote.code, wrote.stderr).toBe(0);
+      // On a shared store the auditors need every host's keys, as export's hint says.
+      expect(wrote.stdout).toMatch(
+        /; give this file to auditors out of band, with every other host's keys export \(verify takes one --trust per file\)\n$/,
+      );
       const trusted = { HANDOFF_LEDGER_TRUST: keysOfA };
       const history = cli(['history', ...b, ...scope, '--json'], trusted);
       expect(history.code, history.stderr).toBe(0);

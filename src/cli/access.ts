@@ -277,7 +277,11 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
               io.stdout.write(
                 printableOnceLines([
                   `wrote ${counted(trust.keys.length, 'trusted key')} and ${counted(trust.checkpointKeys?.length ?? 0, 'checkpoint key')} to ` +
-                    `${quoted(values.out)}; give this file to auditors out of band`,
+                    `${quoted(values.out)}; give this file to auditors out of band` +
+                    // A shared store's bundle holds every host's manifests and checkpoints: each host's keys are needed.
+                    ((values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES)
+                      ? ", with every other host's keys export (verify takes one --trust per file)"
+                      : ''),
                 ]),
               );
           } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
