@@ -366,6 +366,10 @@ describe('handoff-ledger CLI', () => {
     const r = await resumeInChild(root);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/LOCKED: .*another process.*PostgreSQL/s);
+    // What the README's Schedules say to do beside a running Harness: the maintenance in that process.
+    expect(r.stderr).toMatch(
+      /run the maintenance in it \(the library's fsck, gc and exportBundle on the ledger it has open\)/,
+    );
     await ledger.close();
     expect(cli(['resume', '--root', root, '--host', 'h', '--principal', 'alice', '--session', 's']).code).toBe(0);
   });

@@ -315,7 +315,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       if (cause?.code === 'LEVEL_LOCKED') {
         throw new ManifestError(
           'LOCKED',
-          `the store at ${quoted(path)} is open in another process; close that process first, or use the PostgreSQL backend ` +
+          `the store at ${quoted(path)} is open in another process; close that process first, run the maintenance in it ` +
+            "(the library's fsck, gc and exportBundle on the ledger it has open), or use the PostgreSQL backend " +
             '(openLedger({ postgres }) / --postgres URL) to share one store between processes',
           { cause: err },
         );
