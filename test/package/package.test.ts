@@ -76,11 +76,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * their CHANGELOG entries) brought the pack to ~903 KiB with the page and the library to ~2,513 KiB unpacked; the
  * build's leaving out the fifty-one declarations no entry point reaches, ~95 KiB, took the pack from ~907 KiB to
  * ~876 KiB with the page and the library from ~2,526 KiB to ~2,433 KiB unpacked; 832 KiB since sessions 46 to 51 (the
-escaping done once, every library argument coded, the paths quoted, README's "Writing an adapter" and their CHANGELOG
-entries) brought the pack to ~929 KiB with the page.)
+ * escaping done once, every library argument coded, the paths quoted, README's "Writing an adapter" and their CHANGELOG
+ * entries) brought the pack to ~929 KiB with the page; 2,720 KiB unpacked since session 52's walk-throughs (the
+ * model-API dialects' unfinished answers, the operators' and the multi-host refusals, the design documents held to the
+ * code, the output quoting finished) and their CHANGELOG entries brought the library to ~2,625 KiB unpacked.)
  */
 const MAX_PACKED_BYTES = 832 * 1024;
-const MAX_UNPACKED_BYTES = 2624 * 1024;
+const MAX_UNPACKED_BYTES = 2720 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
