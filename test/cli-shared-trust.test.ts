@@ -72,6 +72,16 @@ describePostgres(
       const resumed = cli(['resume', ...b, ...scope, '--json'], trusted);
       expect(resumed.code, resumed.stderr).toBe(0);
       expect(JSON.parse(resumed.stdout).summary.task).toBe(sampleSummary('shared').task);
+      // Without host-a's keys, fsck on host-b finds its manifests untrusted and says what to do, once.
+      const untrustedFsck = cli(['fsck', ...b]);
+      expect(untrustedFsck.code, untrustedFsck.stdout + untrustedFsck.stderr).toBe(1);
+      expect(untrustedFsck.stdout).toMatch(/^KEY_UNTRUSTED\ts1\t0\t/m);
+      expect(
+        untrustedFsck.stdout.split('\n').filter((l) => l.includes('(HANDOFF_LEDGER_TRUST)')),
+        untrustedFsck.stdout,
+      ).toEqual([
+        "hint: a key of another host (KEY_UNTRUSTED) is trusted once that host's keys export is given (HANDOFF_LEDGER_TRUST)",
+      ]);
       const fsck = cli(['fsck', ...b], trusted);
       expect(fsck.code, fsck.stdout + fsck.stderr).toBe(0);
       // host-b publishes on: host-a, trusting host-b's keys, reads both.

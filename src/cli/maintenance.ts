@@ -45,6 +45,12 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
             `${report.ok ? paint.good('clean') : paint.bad(counted(report.findings.length, 'finding'))}: ${counted(report.chains, 'chain')}, ${counted(report.manifests, 'manifest')}, ${counted(report.blobsChecked, 'blob')} checked\n`,
           );
           io.stdout.write(`not verified: ${report.notVerified}\n`);
+          // A key the trust does not list is most often another host's of a shared store whose keys this one was not
+          // given: what to do, once, as resume and history say it.
+          if (report.findings.some((f) => f.code === 'KEY_UNTRUSTED'))
+            io.stdout.write(
+              "hint: a key of another host (KEY_UNTRUSTED) is trusted once that host's keys export is given (HANDOFF_LEDGER_TRUST)\n",
+            );
         }
         return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;
       },
