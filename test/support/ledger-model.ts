@@ -203,6 +203,11 @@ function publishCode(
 
 type Cmd = fc.AsyncCommand<Model, Real>;
 
+/** The `expectedPrev` a guarded command passes: none, the session's head as the model has it, or a stale one. */
+function expectedPrevFor(m: Model, session: string, guard: 'none' | 'head' | 'stale') {
+  return guard === 'none' ? undefined : guard === 'head' ? (head(m, session)?.id ?? null) : staleOf(m, session);
+}
+
 class Publish implements Cmd {
   constructor(
     readonly principal: string,
@@ -215,8 +220,7 @@ class Publish implements Cmd {
   async run(m: Model, r: Real): Promise<void> {
     const h = head(m, this.session);
     const summary = makeSummary(this.variant, this.size);
-    const expectedPrev =
-      this.guard === 'none' ? undefined : this.guard === 'head' ? (h?.id ?? null) : staleOf(m, this.session);
+    const expectedPrev = expectedPrevFor(m, this.session, this.guard);
     const got = await settle(
       r.ledger.publish({ principal: this.principal, session: this.session, run: 'run-m' }, summary, {
         ...(expectedPrev !== undefined ? { expectedPrev } : {}),
@@ -353,9 +357,7 @@ class CheckPublish implements Cmd {
   ) {}
   check = () => true;
   async run(m: Model, r: Real): Promise<void> {
-    const h = head(m, this.session);
-    const expectedPrev =
-      this.guard === 'none' ? undefined : this.guard === 'head' ? (h?.id ?? null) : staleOf(m, this.session);
+    const expectedPrev = expectedPrevFor(m, this.session, this.guard);
     const got = await settle(
       r.ledger.checkPublish(
         { principal: this.principal, session: this.session, run: 'run-m' },
