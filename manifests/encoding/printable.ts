@@ -122,14 +122,18 @@ export function shellWord(word: string): string {
 }
 
 /**
- * `word` as one shell word a message can give to be pasted, when it can be given clearly: `shellWord(word)` when it
- * holds nothing a terminal acts on (`printableOnce` would print such a character escaped, and the escape pasted is
- * other text), no tab (pasted into a shell, it completes), no line break and no backslash (shown beside the message's
- * quoted values, whose escapes are backslashes, it could read as one); else undefined, and the message names the
- * value quoted (`quoted`) instead of giving a word to paste.
+ * Whether `word` can be shown in a message as a shell word to paste: it holds nothing a terminal acts on
+ * (`printableOnce` would print such a character escaped, and the escape pasted is other text), no tab (pasted into a
+ * shell, it completes), no line break and no backslash (shown beside the message's quoted values, whose escapes are
+ * backslashes, it could read as one). Else the message names the value quoted (`quoted`) instead.
  */
+export function isPastable(word: string): boolean {
+  return isTerminalSafe(word) && !/[\t\n\\]/.test(word);
+}
+
+/** `word` as one shell word a message can give to be pasted (`shellWord`), when `isPastable`; else undefined. */
 export function pastableShellWord(word: string): string | undefined {
-  return isTerminalSafe(word) && !/[\t\n\\]/.test(word) ? shellWord(word) : undefined;
+  return isPastable(word) ? shellWord(word) : undefined;
 }
 
 /** `1 manifest`, `2 manifests`, `0 manifests`: a count and its noun, singular only for one. */

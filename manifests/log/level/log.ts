@@ -30,7 +30,7 @@ import {
 } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
-import { isTerminalSafe } from '../../encoding/printable.js';
+import { isPastable } from '../../encoding/printable.js';
 import {
   parseEntryRecord,
   parseHeadRecord,
@@ -1100,11 +1100,12 @@ function readOnlyAt(db: Level<string, string>, snapshot: LevelSnapshot): Level<s
  * The file `file` as one shell word for a command a message gives to be pasted, or undefined when none can be shown
  * clearly. Single-quoted, a `'` in it closed, double-quoted and reopened (no backslash anywhere: a printer that escapes
  * backslashes leaves it as it is); `./` before a relative path that begins with `-`, so that no command reads it as an
- * option. None for a path holding a line break, a tab, a backslash or anything else a terminal acts on: printed, such a
- * character is escaped (`\x0a`), and the escape pasted names another path; the message names the file quoted instead.
+ * option. None for a path `isPastable` refuses (a line break, a tab, a backslash or anything else a terminal acts
+ * on: printed, such a character is escaped, `\x0a`, and the escape pasted names another path); the message names the
+ * file quoted instead.
  */
 function pastablePath(file: string): string | undefined {
-  if (!isTerminalSafe(file) || /[\t\n\\]/.test(file)) return undefined;
+  if (!isPastable(file)) return undefined;
   const word = file.startsWith('-') ? `./${file}` : file;
   return `'${word.replaceAll("'", `'"'"'`)}'`;
 }
