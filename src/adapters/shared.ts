@@ -3,7 +3,7 @@
  * schema, and read a structured answer back (normalising strict-mode nulls). The adapters import their
  * SDK for types only: the Harness makes the client, so an SDK is loaded only by a Harness that uses it.
  */
-import { ANSWER_HOW, SUBMIT_HANDOFF, type CompactionMode } from '../compaction/tool.js';
+import { ANSWER_HOW, endedUnfinished, SUBMIT_HANDOFF, type CompactionMode } from '../compaction/tool.js';
 import type {
   ModelFinishReason,
   ModelMessage,
@@ -25,12 +25,11 @@ export function finishReasonOf(table: Readonly<Record<string, ModelFinishReason>
 }
 
 /**
- * `out` with the provider's own reason (`providerReason`) when its answer did not finish (a finish reason other than
- * `stop`, `tool_calls` and `refusal`) and the provider gave one as text: what `SUMMARY_INCOMPLETE` then names.
+ * `out` with the provider's own reason (`providerReason`) when its answer did not finish (`endedUnfinished`: a reason
+ * other than `stop`, `tool_calls` and `refusal`) and the provider gave one as text: what `SUMMARY_INCOMPLETE` names.
  */
 export function withProviderReason(out: ModelResponse, reason: unknown): ModelResponse {
-  const finished = out.finishReason === 'stop' || out.finishReason === 'tool_calls' || out.finishReason === 'refusal';
-  if (!finished && typeof reason === 'string' && reason !== '') out.providerReason = reason;
+  if (endedUnfinished(out.finishReason) && typeof reason === 'string' && reason !== '') out.providerReason = reason;
   return out;
 }
 

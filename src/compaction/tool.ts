@@ -259,6 +259,14 @@ const KNOWN_FINISH: ReadonlySet<string> = new Set<ModelFinishReason>([
   'other',
 ]);
 
+/**
+ * Whether an answer of this finish reason did not finish (`SUMMARY_INCOMPLETE`): any reason but `stop` and
+ * `tool_calls` (finished) and `refusal` (`MODEL_REFUSED`). What the adapters name the provider's own reason for.
+ */
+export function endedUnfinished(finishReason: unknown): boolean {
+  return finishReason !== 'stop' && finishReason !== 'tool_calls' && finishReason !== 'refusal';
+}
+
 function parseJson(text: string, what: string): unknown {
   try {
     return JSON.parse(text);
@@ -312,7 +320,7 @@ function summaryOf(response: ModelResponse): unknown {
   }
   // A truncated answer can still parse (a cut-off array, a shorter string); it is never a handoff.
   const finishReason: unknown = response.finishReason;
-  if (finishReason !== 'stop' && finishReason !== 'tool_calls') {
+  if (endedUnfinished(finishReason)) {
     // A reason of the type is named as it is; anything else a hand-written adapter passed on (a provider's own text, a
     // symbol, an object whose toString throws) through shownValue, never as a template would make it text.
     const named =
