@@ -10,6 +10,7 @@ import type { TrustStore } from '../../manifests/format/trust.js';
 import type { GrantRecord } from '../../manifests/log/log.js';
 import { overlaps } from '../keys/keyring.js';
 import {
+  postgresUrl,
   withLedger,
   EXIT_OK,
   parse,
@@ -279,7 +280,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
                   `wrote ${counted(trust.keys.length, 'trusted key')} and ${counted(trust.checkpointKeys?.length ?? 0, 'checkpoint key')} to ` +
                     `${quoted(values.out)}; give this file to auditors out of band` +
                     // A shared store's bundle holds every host's manifests and checkpoints: each host's keys are needed.
-                    ((values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES)
+                    (postgresUrl(values, io.env)
                       ? ", with every other host's keys export (verify takes one --trust per file)"
                       : ''),
                 ]),

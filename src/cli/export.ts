@@ -10,6 +10,7 @@ import { auditUsage } from '../../manifests/audit/errors.js';
 import { exportBundleAs, isInsideRoot, type ExportWords } from '../ops/export.js';
 import { LedgerError } from '../errors.js';
 import {
+  postgresUrl,
   EXIT_OK,
   openFromArgs,
   parse,
@@ -130,10 +131,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         ].join(' ');
         const named = unpastable.length > 0 ? ` (${unpastable.join(', ')})` : '';
         // A shared PostgreSQL store's bundle holds every host's manifests and checkpoints: each host's keys are needed.
-        const whose =
-          (values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES)
-            ? "every host's public keys (each host's own keys export: verify takes one --trust per file); this host's"
-            : "this host's public keys";
+        const whose = postgresUrl(values, io.env)
+          ? "every host's public keys (each host's own keys export: verify takes one --trust per file); this host's"
+          : "this host's public keys";
         // The bundle's directory quoted, as a refusal names it; each line escaped once (printable would double the
         // backslashes of its quotes, and of a shell word's '\'').
         io.stdout.write(

@@ -272,6 +272,11 @@ export function defaultHost(env: NodeJS.ProcessEnv): string {
   return isValidId(name) ? name : 'localhost';
 }
 
+/** The PostgreSQL store a command works on: `--postgres`, else HANDOFF_LEDGER_POSTGRES; undefined for the embedded one. */
+export function postgresUrl(values: { postgres?: string }, env: NodeJS.ProcessEnv): string | undefined {
+  return values.postgres ?? env.HANDOFF_LEDGER_POSTGRES;
+}
+
 const HASH_BACKENDS: readonly HashBackendName[] = ['auto', 'native', 'wasm', 'noble'];
 
 /**
@@ -421,7 +426,7 @@ async function openOptionsFromArgs(
       : {}),
     ...extra,
   };
-  const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
+  const pg = postgresUrl(values, io.env);
   const prepared = preparedFromEnv(io.env);
   return pg
     ? { ...options, postgres: { connectionString: pg, ...(prepared ? {} : { preparedStatements: false }) } }
