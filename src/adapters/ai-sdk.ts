@@ -5,7 +5,7 @@
  * form is sent depends on the provider underneath: `json-schema` by default, `openai-strict` for
  * OpenAI models (whose provider sends strict schemas; the answer's nulls are then normalised).
  */
-import type { LanguageModel, ModelMessage as AiMessage, ToolSet } from 'ai';
+import type { LanguageModel, LanguageModelMiddleware, ModelMessage as AiMessage, ToolSet } from 'ai';
 import type {
   ModelAdapter,
   ModelFinishReason,
@@ -14,7 +14,7 @@ import type {
   ModelToolCall,
 } from '../compaction/model.js';
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
-import { summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
+import { isRecord, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 import {
   adapterOptions,
   compactionOnly,
@@ -77,6 +77,62 @@ function messages(request: ModelRequest): AiMessage[] {
   });
 }
 
+/**
+ * What the raw body of an OpenAI Responses API answer (`{ object: 'response', status, output, … }`, as the ai SDK's
+ * OpenAI provider keeps it in `response.body`) says did not finish: its `status` when not `completed` (`cancelled`,
+ * `queued`, `in_progress`; for `incomplete`, its `incomplete_details.reason` when it gives one), else the first message
+ * or call item whose own `status` is not `completed` (`function_call in_progress`), as openaiAdapter reads them.
+ * `undefined` for a completed answer, and for a body of another shape (another API's, or none).
+ * @throws Error for a `failed` status: the provider's failure (MODEL_FAILED), as openaiAdapter throws it (the provider
+ *   itself throws for a body with an `error`)
+ */
+function responsesUnfinished(body: unknown): string | undefined {
+  if (!isRecord(body) || typeof body.status !== 'string' || !Array.isArray(body.output)) return undefined;
+  const { status } = body;
+  if (status === 'failed') {
+    const id = typeof body.id === 'string' ? `${body.id} ` : '';
+    throw Object.assign(new Error(`OpenAI response ${id}failed`), { error: body.error });
+  }
+  if (status === 'incomplete') {
+    const reason = isRecord(body.incomplete_details) ? body.incomplete_details.reason : undefined;
+    return typeof reason === 'string' && reason !== '' ? reason : status;
+  }
+  if (status !== 'completed') return status;
+  for (const item of body.output as unknown[]) {
+    if (!isRecord(item) || !['message', 'function_call', 'custom_tool_call'].includes(item.type as string)) continue;
+    const own = item.status;
+    if (own !== undefined && own !== null && own !== 'completed')
+      return typeof own === 'string' ? `${String(item.type)} ${own}` : String(item.type);
+  }
+  return undefined;
+}
+
+/**
+ * The model, its answers' raw bodies read on the way (`seen.unfinished`: what `responsesUnfinished` finds in the last).
+ * The ai SDK's OpenAI provider derives a Responses model's finish reason from `incomplete_details.reason` alone, so a
+ * response `cancelled`, `queued` or `in_progress` (or holding an item not completed) came back `stop` or `tool-calls`,
+ * and what it held was read as a finished summary. The body is read in the model's own call, through the SDK's
+ * `wrapLanguageModel`, for it is the one place every path sees it: a missing forced call throws before any step is
+ * reported. Only a model object of the SDK's current specification (`v3`: `@ai-sdk/openai` 3, for `ai` 6) is wrapped;
+ * a model id string (resolved by the SDK's global provider) or an older `v2` model goes as it is, its body unread.
+ */
+function withResponsesStatus(
+  wrap: (typeof import('ai'))['wrapLanguageModel'],
+  model: LanguageModel,
+  seen: { unfinished?: string },
+): LanguageModel {
+  if (typeof model !== 'object' || model === null || model.specificationVersion !== 'v3') return model;
+  const middleware: LanguageModelMiddleware = {
+    specificationVersion: 'v3',
+    wrapGenerate: async ({ doGenerate }) => {
+      const result = await doGenerate();
+      seen.unfinished = responsesUnfinished(result.response?.body);
+      return result;
+    },
+  };
+  return wrap({ model, middleware });
+}
+
 /** Whether the model may be one of OpenAI's Responses API (a model id resolved by the SDK may be: treated as one). */
 function viaResponses(model: LanguageModel): boolean {
   const provider = typeof model === 'string' ? undefined : (model as { provider?: unknown }).provider;
@@ -129,9 +185,11 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
     // The last step's content: where the SDK throws for want of an object, its error carries only the joined text.
     let lastStep: readonly TextPart[] | undefined;
     let lastRawReason: string | undefined; // and its provider's own finish reason
+    // What the raw body of a Responses API answer says did not finish, which the finish reason does not carry (below).
+    const seen: { unfinished?: string } = {};
     try {
       result = await generateText({
-        model: options.model,
+        model: withResponsesStatus(ai.wrapLanguageModel, options.model, seen),
         messages: messages(request),
         ...(system === undefined ? {} : { system }),
         ...(Object.keys(tools).length > 0 ? { tools } : {}),
@@ -175,11 +233,11 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
         const calls = err.content.flatMap((p) =>
           p.type === 'tool-call' ? [toolCall(p.toolCallId, p.toolName, p.input, strict)] : [],
         );
-        return answer(err.finishReason, text, calls, undefined);
+        return answer(err.finishReason, text, calls, undefined, undefined, seen.unfinished);
       }
       if (ai.NoObjectGeneratedError.isInstance(err)) {
         const text = lastStep ? answerText(lastStep) : (err.text ?? '');
-        return answer(err.finishReason ?? 'other', text, [], readJson(text, strict), lastRawReason);
+        return answer(err.finishReason ?? 'other', text, [], readJson(text, strict), lastRawReason, seen.unfinished);
       }
       throw err;
     }
@@ -188,7 +246,14 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
     const calls = result.toolCalls.map((c) => toolCall(c.toolCallId, c.toolName, c.input, strict, 'value'));
     // The text, not `result.output`: a cut-off or invalid answer must reach extractSummary, not throw here.
     const text = answerText(result.content);
-    return answer(result.finishReason, text, calls, f ? readJson(text, strict) : undefined, result.rawFinishReason);
+    return answer(
+      result.finishReason,
+      text,
+      calls,
+      f ? readJson(text, strict) : undefined,
+      result.rawFinishReason,
+      seen.unfinished,
+    );
   };
 }
 
@@ -225,10 +290,26 @@ function answerText(content: readonly TextPart[]): string {
  */
 const UNFINISHED_RAW: ReadonlySet<string> = new Set(['pause_turn']);
 
-/** The answer as a `ModelResponse`: `raw`, the provider's own finish reason, named when it did not finish. */
-function answer(reason: string, text: string, calls: ModelToolCall[], value: unknown, raw?: unknown): ModelResponse {
+/**
+ * The answer as a `ModelResponse`: `raw`, the provider's own finish reason, named when it did not finish; `unfinished`,
+ * what a Responses body said did not finish (`responsesUnfinished`), which makes an answer the SDK calls finished `other`.
+ */
+function answer(
+  reason: string,
+  text: string,
+  calls: ModelToolCall[],
+  value: unknown,
+  raw?: unknown,
+  unfinished?: string,
+): ModelResponse {
   const paused = typeof raw === 'string' && UNFINISHED_RAW.has(raw);
-  const out = withProviderReason({ finishReason: paused ? 'other' : finishReasonOf(FINISH, reason), text }, raw);
+  let finishReason = paused ? 'other' : finishReasonOf(FINISH, reason);
+  let named = raw;
+  if (unfinished !== undefined && (finishReason === 'stop' || finishReason === 'tool_calls')) {
+    finishReason = 'other';
+    named = unfinished;
+  }
+  const out = withProviderReason({ finishReason, text }, named);
   if (calls.length > 0) out.toolCalls = calls;
   if (value !== undefined) out.output = value;
   return out;

@@ -5,7 +5,7 @@ import { aiSdkAdapter } from '../../src/adapters/ai-sdk.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import { providerCases, strictSummary, summary } from './provider-cases.js';
 import { chat, completion, functionCall, response } from './openai-replies.js';
-import { startFakeProvider } from '../support/fake-provider.js';
+import { startFakeProvider, type Reply } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 import { validateSummary } from '../../src/summary/summary.js';
 import { countingLedger } from '../support/counting-ledger.js';
@@ -309,4 +309,100 @@ describe("aiSdkAdapter: a provider's raw reason its unified reason calls finishe
       expect(ledger.published).toBe(0);
     },
   );
+});
+
+describe("aiSdkAdapter and a Responses status the SDK's finish reason does not carry", () => {
+  /**
+   * The ai SDK's OpenAI provider derives the finish reason of a Responses model from `incomplete_details.reason` alone
+   * (vercel/ai packages/openai/src/responses/map-openai-responses-finish-reason.ts): a response whose `status` is
+   * `cancelled`, `queued` or `in_progress` came back `stop` (or `tool-calls`), so whatever it held was read as a
+   * finished summary. openaiAdapter reads the status; so does this adapter, from the raw body the provider keeps.
+   */
+  const json = JSON.stringify(strictSummary);
+  const textMessage = (text: string, status = 'completed') => ({
+    type: 'message',
+    id: 'msg_1',
+    role: 'assistant',
+    status,
+    content: [{ type: 'output_text', text, annotations: [] }],
+  });
+  const outcomeOf = async (reply: Reply, mode: 'tool' | 'structured') => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(reply);
+      const model = createOpenAI({ apiKey: 'test-key', baseURL: `${provider.url}/v1` }).responses('gpt-test');
+      const { compact } = await import('../../src/compaction/compact.js');
+      const ledger = countingLedger();
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: aiSdkAdapter({ model, schemaForm: 'openai-strict', maxRetries: 0 }),
+        transcript: [{ role: 'user', content: 'hi' }],
+        mode,
+      }).catch((e: unknown) => e);
+      expect(provider.requests.map((r) => r.path)).toEqual(['/v1/responses']);
+      expect(ledger.published).toBe(0);
+      return outcome as Error & { code?: string };
+    } finally {
+      await provider.close();
+    }
+  };
+
+  it.each(['cancelled', 'queued', 'in_progress'])(
+    'reads a response of status %s as not finished, in both modes: SUMMARY_INCOMPLETE naming it, nothing published',
+    async (status) => {
+      for (const [mode, output] of [
+        ['tool', [functionCall(json)]],
+        ['structured', [textMessage(json)]],
+        // Tool mode without the forced call (the SDK throws ToolChoiceViolationError): the text is the answer read.
+        ['tool', [textMessage(json)]],
+      ] as const) {
+        const outcome = await outcomeOf(response([...output], status), mode);
+        expect(outcome, `${mode} ${output[0]!.type}`).toMatchObject({
+          name: 'LedgerError',
+          code: 'SUMMARY_INCOMPLETE',
+        });
+        expect(outcome.message).toContain(`the provider's "${status}"`);
+      }
+    },
+  );
+
+  it('reads an incomplete response as not finished whatever its reason (the provider reads one it does not know beside a call as tool-calls)', async () => {
+    const outcome = await outcomeOf(response([functionCall(json)], 'incomplete', 'server_shutdown'), 'tool');
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INCOMPLETE' });
+    expect(outcome.message).toContain(`the provider's "server_shutdown"`);
+  });
+
+  it('reads an item not completed in a completed response as not finished, as openaiAdapter does', async () => {
+    const call = await outcomeOf(response([{ ...functionCall(json), status: 'in_progress' }]), 'tool');
+    expect(call).toMatchObject({ code: 'SUMMARY_INCOMPLETE' });
+    expect(call.message).toContain(`the provider's "function_call in_progress"`);
+    const message = await outcomeOf(response([textMessage(json, 'incomplete')]), 'structured');
+    expect(message).toMatchObject({ code: 'SUMMARY_INCOMPLETE' });
+    expect(message.message).toContain(`the provider's "message incomplete"`);
+  });
+
+  it("is MODEL_FAILED for a failed response without an error object (the SDK throws for one with it), as openaiAdapter's", async () => {
+    for (const mode of ['tool', 'structured'] as const) {
+      const output = mode === 'tool' ? functionCall(json) : textMessage(json);
+      const outcome = await outcomeOf(response([output], 'failed'), mode);
+      expect(outcome, mode).toMatchObject({ name: 'LedgerError', code: 'MODEL_FAILED' });
+      expect(outcome.message).toContain('OpenAI response resp_1 failed');
+    }
+  });
+
+  it('still reads a completed response as finished, in both modes', async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(response([functionCall(json)]), response([textMessage(json)]));
+      const model = createOpenAI({ apiKey: 'test-key', baseURL: `${provider.url}/v1` }).responses('gpt-test');
+      for (const mode of ['tool', 'structured'] as const) {
+        const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode });
+        const answer = await aiSdkAdapter({ model, schemaForm: 'openai-strict', maxRetries: 0 })(request);
+        expect(extractSummary(answer), mode).toEqual(summary);
+      }
+    } finally {
+      await provider.close();
+    }
+  });
 });
