@@ -79,14 +79,26 @@ function params(model: string, request: ModelRequest): GenerateContentParameters
   return { model, contents: contents(request), config };
 }
 
+/**
+ * Gemini's finish reasons (the SDK's `FinishReason`) in the library's words. Only `STOP` is finished. A filter that
+ * stopped or withheld the answer is `content_filter`, the image generation's own (`IMAGE_SAFETY`,
+ * `IMAGE_PROHIBITED_CONTENT`, `IMAGE_RECITATION`) as their text counterparts; the output limit `MAX_TOKENS` and the
+ * per-request one (`CONTINUATION`: "generation is not yet complete") are `length`. Every other member (`OTHER`,
+ * `LANGUAGE`, `MALFORMED_FUNCTION_CALL`, `UNEXPECTED_TOOL_CALL`, `TOO_MANY_TOOL_CALLS`, `NO_IMAGE`, `IMAGE_OTHER`,
+ * `FINISH_REASON_UNSPECIFIED`) and any reason not listed is `other`: all of them `SUMMARY_INCOMPLETE`.
+ */
 const FINISH: Record<string, ModelFinishReason> = {
   STOP: 'stop',
   MAX_TOKENS: 'length',
+  CONTINUATION: 'length',
   SAFETY: 'content_filter',
   RECITATION: 'content_filter',
   BLOCKLIST: 'content_filter',
   PROHIBITED_CONTENT: 'content_filter',
   SPII: 'content_filter',
+  IMAGE_SAFETY: 'content_filter',
+  IMAGE_PROHIBITED_CONTENT: 'content_filter',
+  IMAGE_RECITATION: 'content_filter',
 };
 
 function fromResponse(r: GenerateContentResponse): ModelResponse {
