@@ -1,5 +1,9 @@
 /** The Anthropic adapter with the real `@anthropic-ai/sdk` against the fake provider: the forced submit_handoff tool. */
 import Anthropic from '@anthropic-ai/sdk';
+import type { ContentBlock } from '@anthropic-ai/sdk/resources/messages/messages';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { anthropicAdapter, anthropicSubmitHandoffTool } from '../../src/adapters/anthropic.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
@@ -406,6 +410,146 @@ describe('anthropicAdapter: a refusal with stop_details', () => {
       expect(() => extractSummary(answer)).toThrow(
         expect.objectContaining({ code: 'MODEL_REFUSED', message: expect.stringMatching(/cyber: The request/) }),
       );
+    } finally {
+      await provider.close();
+    }
+  });
+});
+
+describe("anthropicAdapter: every block type of the SDK's ContentBlock", () => {
+  /**
+   * How the adapter reads each block an answer may hold: `answer` (its text), `reasoning` (the model's thinking, not
+   * part of the answer: left out), `call` (a client tool call: named to extractSummary, SUMMARY_INVALID unless it is the
+   * one submit_handoff), `server` (a tool the API ran itself during the summary turn, its call or its result: named as a
+   * call of another tool is, SUMMARY_INVALID). Typed by the SDK's union, and held to its declarations below at run time:
+   * a block type the SDK adds fails here until it is read on purpose.
+   */
+  const HOW: Record<ContentBlock['type'], 'answer' | 'reasoning' | 'call' | 'server'> = {
+    text: 'answer',
+    thinking: 'reasoning',
+    redacted_thinking: 'reasoning',
+    tool_use: 'call',
+    server_tool_use: 'server',
+    web_search_tool_result: 'server',
+    web_fetch_tool_result: 'server',
+    code_execution_tool_result: 'server',
+    bash_code_execution_tool_result: 'server',
+    text_editor_code_execution_tool_result: 'server',
+    tool_search_tool_result: 'server',
+    container_upload: 'server',
+  };
+
+  /** The `type` of each member of the installed SDK's `ContentBlock` union, read from its declarations. */
+  function sdkBlockTypes(): string[] {
+    const js = createRequire(import.meta.url).resolve('@anthropic-ai/sdk/resources/messages/messages');
+    const file = js.replace(/\.js$/, '.d.ts');
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest);
+    const declared = new Map<string, ts.Node>();
+    source.forEachChild((node) => {
+      if (ts.isTypeAliasDeclaration(node) || ts.isInterfaceDeclaration(node)) declared.set(node.name.text, node);
+    });
+    const union = declared.get('ContentBlock');
+    if (!union || !ts.isTypeAliasDeclaration(union) || !ts.isUnionTypeNode(union.type))
+      throw new Error(`no ContentBlock union in ${file}`);
+    return union.type.types.map((member) => {
+      const name = ts.isTypeReferenceNode(member) ? member.typeName.getText(source) : member.getText(source);
+      const block = declared.get(name);
+      const type =
+        block && ts.isInterfaceDeclaration(block)
+          ? block.members.find((m) => m.name?.getText(source) === 'type')
+          : undefined;
+      const literal =
+        type && ts.isPropertySignature(type) && type.type && ts.isLiteralTypeNode(type.type)
+          ? type.type.literal
+          : undefined;
+      if (!literal || !ts.isStringLiteral(literal)) throw new Error(`no literal type for ${name} in ${file}`);
+      return literal.text;
+    });
+  }
+
+  it("names every block type of the SDK's ContentBlock (a new one is noticed here)", () => {
+    const types = sdkBlockTypes();
+    expect(types.length).toBeGreaterThan(4);
+    expect(Object.keys(HOW).sort()).toEqual([...types].sort());
+  });
+
+  /** A block of `type` with the fields its kind carries (the SDK reads a message's content as it comes). */
+  const blockOf = (type: string): Record<string, unknown> => {
+    if (type === 'text') return { type, text: 'Here is the summary.', citations: null };
+    if (type === 'thinking') return { type, thinking: 'The summary should say {', signature: 'sig' };
+    if (type === 'redacted_thinking') return { type, data: 'opaque' };
+    if (type === 'tool_use') return { type, id: 'toolu_2', name: 'write_file', input: { path: 'a' } };
+    if (type === 'server_tool_use')
+      return { type, id: 'srvtoolu_1', name: 'web_search', input: { query: 'q' }, caller: { type: 'direct' } };
+    if (type === 'mcp_tool_use') return { type, id: 'mcptoolu_1', name: 'fetch_page', server_name: 'web', input: {} };
+    if (type === 'container_upload') return { type, file_id: 'file_1' };
+    return { type, tool_use_id: 'srvtoolu_1', content: [] };
+  };
+  /** What extractSummary names for a block the answer may not hold. */
+  const namedAs = (type: string) =>
+    ({ tool_use: 'write_file', server_tool_use: 'web_search', mcp_tool_use: 'fetch_page' })[type] ?? type;
+
+  async function outcomeOf(content: unknown[], stop: string) {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compact } = await import('../../src/compaction/compact.js');
+    const { countingLedger } = await import('../support/counting-ledger.js');
+    const provider = await startFakeProvider();
+    try {
+      provider.script(message(content, stop));
+      const ledger = countingLedger();
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: anthropicAdapter({
+          client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+          model: 'claude-test',
+        }),
+        transcript: [{ role: 'user', content: 'hi' }],
+      }).catch((e: unknown) => e as Error);
+      return { outcome, published: ledger.published };
+    } finally {
+      await provider.close();
+    }
+  }
+
+  it.each(Object.entries(HOW).filter(([, how]) => how === 'call' || how === 'server'))(
+    'refuses an answer holding a %s block (%s) beside the submit_handoff call: SUMMARY_INVALID naming it, nothing published',
+    async (type) => {
+      // The block first, as the API orders a server tool's work before the answer written after it.
+      const { outcome, published } = await outcomeOf([blockOf(type), toolUse(summary)], 'tool_use');
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toContain(`the model called "${namedAs(type)}"`);
+      expect(published).toBe(0);
+    },
+  );
+
+  it.each(['mcp_tool_use', 'mcp_tool_result', 'a_block_type_of_tomorrow'])(
+    'refuses a block it does not know (%s, not in the SDK union it is built with) as it refuses a server tool block',
+    async (type) => {
+      const { outcome, published } = await outcomeOf([blockOf(type), toolUse(summary)], 'tool_use');
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toContain(`the model called "${namedAs(type)}"`);
+      expect(published).toBe(0);
+    },
+  );
+
+  it('reads the submit_handoff call beside the blocks it leaves out (thinking), and an answer given as text', async () => {
+    const { compactionRequest, extractSummary } = await import('../../src/compaction/tool.js');
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const provider = await startFakeProvider();
+    try {
+      const reasoning = Object.keys(HOW).filter((t) => HOW[t as ContentBlock['type']] === 'reasoning');
+      provider.script(
+        message([...reasoning.map(blockOf), toolUse(summary)], 'tool_use'),
+        message([...reasoning.map(blockOf), { type: 'text', text: JSON.stringify(summary) }], 'end_turn'),
+      );
+      const model = anthropicAdapter({
+        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+        model: 'claude-test',
+      });
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
+      expect(extractSummary(await model(request))).toEqual(summary);
+      expect(extractSummary(await model(request))).toEqual(summary);
     } finally {
       await provider.close();
     }
