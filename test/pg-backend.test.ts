@@ -17,7 +17,7 @@ import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, HeadWindow, LogEntry, LogTreeHead } from '../manifests/log/log.js';
 import { headProblems } from '../manifests/chain/head-rules.js';
-import { bitAt, sessionHeadsRoot, sessionKey, type NodePath } from '../manifests/tlog/session-heads.js';
+import { bitAt, prefixOf, sessionHeadsRoot, sessionKey, type NodePath } from '../manifests/tlog/session-heads.js';
 import { appendLeaves, rootOf } from '../manifests/tlog/tree.js';
 import { leafOfEnvelope } from '../manifests/tlog/leaf.js';
 import { prefetched } from '../manifests/log/pg/session-heads.js';
@@ -757,6 +757,58 @@ describePostgres('PostgreSQL backend', (pg) => {
           watch.stop();
         }
         expect((await log.head(x))?.seq).toBe(0);
+      } finally {
+        await log.close();
+      }
+    });
+
+    it('refuses alone (RECORD_CORRUPT) an append whose session-heads path is interior nodes down to depth 256: the other appends of its transaction commit', async () => {
+      // As above, x's path runs below a node y's path does not pass; from depth 2 down to 256 it is made of interior
+      // records (a damaged index: no leaf ends it), which an update's walk refuses RECORD_CORRUPT. The nodes y's update
+      // holds to their children (the root and the two at depth 1) are left as they were, so y alone is appended.
+      const names = Array.from({ length: 16 }, (_, i) => `s${i}`);
+      const bit0 = (name: string) => bitAt(sessionKey(name), 0);
+      const x = names.find((n) => names.some((z) => z !== n && bit0(z) === bit0(n)))!;
+      const y = names.find((n) => bit0(n) !== bit0(x))!;
+      const prefix = Array.from({ length: 64 }, (_, i) => `busy${i}`).find(
+        (p) => bit0(`${p}-a`) !== bit0(x) && bit0(`${p}-b`) !== bit0(x),
+      )!;
+      const schema = nextSchema();
+      const first = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      for (const n of names) await first.append(link(n, 0));
+      await first.close();
+      const key = sessionKey(x);
+      const depths = Array.from({ length: 255 }, (_, i) => i + 2);
+      await sql(
+        `INSERT INTO "${schema}".session_heads (depth, prefix, hash, leaf_key)
+          SELECT d, p, $3, NULL FROM unnest($1::smallint[], $2::bytea[]) AS n(d, p)
+        ON CONFLICT (depth, prefix) DO UPDATE SET hash = EXCLUDED.hash, leaf_key = NULL`,
+        [depths, depths.map((d) => Buffer.from(prefixOf(key, d))), Buffer.alloc(32, 9)],
+      );
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        // Each by itself: x is refused for its path, y is appended.
+        expect(await log.append(link(x, 1)).catch((e: unknown) => e)).toMatchObject({
+          name: 'ManifestError',
+          code: 'RECORD_CORRUPT',
+        });
+        const { held, running } = await busy(log, schema, prefix);
+        let begins = 0;
+        const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
+        try {
+          const settled = Promise.allSettled([log.append(link(x, 1)), log.append(link(y, 1))]);
+          await held.release();
+          await Promise.all(running);
+          const [xs, ys] = await settled;
+          expect(xs).toMatchObject({ status: 'rejected', reason: { name: 'ManifestError', code: 'RECORD_CORRUPT' } });
+          expect(ys).toMatchObject({ status: 'fulfilled', value: { session: y, seq: 1 } });
+          // Together first (rolled back at the damage), then each by itself.
+          expect(begins).toBe(3);
+        } finally {
+          watch.stop();
+        }
+        expect((await log.head(x))?.seq).toBe(0);
+        expect((await log.head(y))?.seq).toBe(1);
       } finally {
         await log.close();
       }

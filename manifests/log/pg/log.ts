@@ -879,13 +879,15 @@ export class PgManifestLog extends AbstractManifestLog {
       }
       const code = pgCode(err);
       // A unique key or a deadlock the batch met as a whole: each by itself meets its own, or none. So does a damaged
-      // node of the session-heads index (TREE_DAMAGED, rolled back): one append's path may be what met it, and it is
-      // refused alone, not the appends that happened to share its transaction; as is one whose head the index does not
-      // commit (ROLLBACK: a head row set back under the index).
+      // session-heads path (TREE_DAMAGED: a node that does not hash its children; RECORD_CORRUPT: interior nodes down to
+      // depth 256, which the update's walk refuses), rolled back: one append's path may be what met it, and it is
+      // refused alone, not the appends that happened to share its transaction (as the embedded log refuses it); as is
+      // one whose head the index does not commit (ROLLBACK: a head row set back under the index).
       if (
         code === UNIQUE_VIOLATION ||
         code === DEADLOCK_DETECTED ||
-        (err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'ROLLBACK')) ||
+        (err instanceof ManifestError &&
+          (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT' || err.code === 'ROLLBACK')) ||
         err instanceof FirstHeadHeld
       )
         return outcomes;
