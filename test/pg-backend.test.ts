@@ -944,6 +944,47 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
     });
 
+    it('answers the abort of an append waiting its turn to go by itself at once, not after the lone append before it', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, lockTimeoutMs: 5000 });
+      try {
+        for (const s of ['x', 'y', 'z']) await log.append(link(s, 0));
+        const { held, running } = await busy(log, schema);
+        // y's and z's heads are held elsewhere: the transaction of the three appends x, and y then z go by themselves.
+        const yzHeld = await holdHeads(schema, ['y', 'z']);
+        const abort = new AbortController();
+        const x = log.append(link('x', 1));
+        const y = log.append(link('y', 1));
+        const z = log.append(link('z', 1), { signal: abort.signal });
+        const answered: string[] = [];
+        for (const [name, p] of [
+          ['y', y],
+          ['z', z],
+        ] as const)
+          void p.then(
+            () => answered.push(name),
+            () => answered.push(name),
+          );
+        await held.release();
+        await Promise.all(running);
+        expect((await x).seq).toBe(1);
+        // y waits for its head's row, alone; z waits its turn behind it, and is aborted.
+        await waitingForLock(pg, '%FOR UPDATE OF h%', { settles: y });
+        abort.abort(new Error('stop'));
+        expect(await z.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+        // Answered while y still waits.
+        expect(answered).toEqual(['z']);
+        // y's wait ends at lockTimeoutMs, with nothing written; z's head stays where it was.
+        expect(await y.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'LOCKED' });
+        await yzHeld.release();
+        expect((await log.head('y'))?.seq).toBe(0);
+        expect((await log.head('z'))?.seq).toBe(0);
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await log.close();
+      }
+    });
+
     it('judges a COMMIT whose reply is lost by each append: every committed one resolves with its entry, once', async () => {
       // The connection of a transaction of several (the one whose head lock skips held rows) is cut as the reply to the
       // armed statement comes back: COMMIT (the server committed) or the batch's write (nothing committed). The

@@ -764,6 +764,11 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /** Appends waiting for a transaction (`startAppends`). */
   private readonly waiting: PendingAppend[] = [];
+  /**
+   * Appends a transaction of several left to go by themselves, waiting their turn behind the lone appends before them
+   * (`runAppends`), each of which may wait for a lock: an abort meanwhile answers one at once.
+   */
+  private readonly waitingAlone = new Set<PendingAppend>();
   /** The sessions of the appends in a transaction now: another append of one waits for the next. */
   private readonly appending = new Set<string>();
   private transactions = 0;
@@ -792,8 +797,8 @@ export class PgManifestLog extends AbstractManifestLog {
       if (signal)
         pending.stopListening = onAbort(signal, () => {
           const at = this.waiting.indexOf(pending);
-          if (at < 0) return; // in a transaction: it answers the abort there
-          this.waiting.splice(at, 1);
+          if (at >= 0) this.waiting.splice(at, 1);
+          else if (!this.waitingAlone.delete(pending)) return; // in a transaction: it answers the abort there
           reject(cancelled(signal));
         });
       this.waiting.push(pending);
@@ -851,8 +856,15 @@ export class PgManifestLog extends AbstractManifestLog {
       else if ('entry' in outcome) await settle(p, async () => outcome.entry);
       else await settle(p, () => Promise.reject(outcome.error));
     }
-    // One after another: this is one of the log's APPEND_TRANSACTIONS.
-    for (const p of alone) await settle(p, () => this.appendOne(p, p.signal));
+    // One after another: this is one of the log's APPEND_TRANSACTIONS. One whose signal aborts while it waits its turn
+    // is answered then (CANCELLED, nothing written), not once the lone appends before it, each of which may wait for a
+    // lock up to lockTimeoutMs, have ended; one aborted already (during the transaction of several, after its COMMIT was
+    // sent) at once.
+    for (const p of alone) {
+      if (p.signal?.aborted) await settle(p, () => Promise.reject(cancelled(p.signal!)));
+      else this.waitingAlone.add(p);
+    }
+    for (const p of alone) if (this.waitingAlone.delete(p)) await settle(p, () => this.appendOne(p, p.signal));
   }
 
   /**
