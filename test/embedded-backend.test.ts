@@ -597,6 +597,51 @@ describe('LevelManifestLog appends whose signal aborts', () => {
   });
 });
 
+describe('LevelManifestLog key window closed as an append is queued', () => {
+  it('chooses the end after an append taken into a batch before the close looked, and keeps that end in memory', async () => {
+    const idOf = (seq: number) => digestOf(new TextEncoder().encode(`s/${seq}`));
+    const signed = (seq: number, createdAt: string) => ({
+      session: 's',
+      principal: 'p',
+      seq,
+      prev: seq === 0 ? null : idOf(seq - 1),
+      id: idOf(seq),
+      envelope: JSON.stringify({ payload: Buffer.from(`s/${seq}`).toString('base64') }),
+      signed: { keyId: 'ed25519:k1', createdAt },
+    });
+    const late = '2026-11-30T10:00:05.000Z';
+    const broken: string[] = [];
+    // The close starts some microtasks after the append: at one of those starts (a few turns in), the append was
+    // queued and taken into a batch just as the close's wait for an idle log resolved, before the close looked at the
+    // queue. Before, that batch was seen by neither the queue nor the key's record: the end was chosen before the
+    // append's createdAt and the append committed after it; the batch's commit then dropped the end from memory, so
+    // later appends dated after it were taken too (the stored record had it: only a reopen refused them).
+    for (let delay = 0; delay < 40; delay++) {
+      const dir = join(freshDir(), 'log');
+      const log = await LevelManifestLog.open(dir);
+      try {
+        await log.append(signed(0, '2026-11-30T09:00:00.000Z'));
+        const appended = log.append(signed(1, late)).then(
+          () => 'committed',
+          (e: unknown) => (e as { code?: string }).code,
+        );
+        for (let i = 0; i < delay; i++) await Promise.resolve();
+        const end = await log.signingKeys.close('ed25519:k1', (record) =>
+          new Date(Date.parse(record!.lastSignedAt!) + 1).toISOString(),
+        );
+        const outcome = await appended;
+        if (outcome === 'committed' && !(late < end)) broken.push(`${delay}: committed at ${late}, window end ${end}`);
+        if (outcome !== 'committed' && outcome !== 'KEY_EXPIRED') broken.push(`${delay}: ${outcome}`);
+        const kept = await log.signingKeys.get('ed25519:k1');
+        if (kept?.closedAt !== end) broken.push(`${delay}: the key's record in memory ${JSON.stringify(kept)}`);
+      } finally {
+        await log.close();
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+});
+
 describe('LevelManifestLog when building a batch fails', () => {
   it('fails that batch as a whole and frees its sessions: the next append of the session commits', async () => {
     const log = await LevelManifestLog.open(join(freshDir(), 'log'));

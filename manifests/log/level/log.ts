@@ -164,6 +164,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
    */
   private readonly indexedHeads = new Map<string, string | null>();
   private readonly queue: Pending[] = [];
+  /** The batch being built or written (taken off the queue, its outcome not yet known): empty when none is. */
+  private inBatch: Pending[] = [];
   private readonly pendingSessions = new Set<string>();
   private flushing = false;
   /** How many appends the last batch taken held (`flush`). */
@@ -253,12 +255,17 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** The newest createdAt of `keyId` among the appends queued and not yet written. */
+  /**
+   * The newest createdAt of `keyId` among the appends queued or in the batch being written, not yet committed. The
+   * batch counts too: an append queued just as `idle()` resolved can be taken into a batch (the queue emptied) before
+   * the waiter runs, and a window end chosen without it would lie before an entry that then commits.
+   */
   queuedSignedAt(keyId: string): string | undefined {
     let newest: string | undefined;
-    for (const p of this.queue)
-      if (p.request.signed?.keyId === keyId && (newest === undefined || p.request.signed.createdAt > newest))
-        newest = p.request.signed.createdAt;
+    for (const queued of [this.inBatch, this.queue])
+      for (const p of queued)
+        if (p.request.signed?.keyId === keyId && (newest === undefined || p.request.signed.createdAt > newest))
+          newest = p.request.signed.createdAt;
     return newest;
   }
 
@@ -703,6 +710,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         if (this.queue.length === 0) break; // its appends were cancelled meanwhile
         this.writing = true;
         const batch = this.queue.splice(0);
+        this.inBatch = batch;
         this.lastBatchSize = batch.length;
         try {
           const ops: BatchOp[] = [];
@@ -845,6 +853,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
 
   private doneWriting(): void {
     this.writing = false;
+    this.inBatch = [];
     for (const wake of this.writeWaiters.splice(0)) wake();
   }
 

@@ -32,7 +32,7 @@ export type BatchOp =
 export interface AppendQueue {
   /** Resolves once no append is queued or being written. */
   idle(): Promise<void>;
-  /** The newest createdAt of `keyId` among the appends queued and not yet written. */
+  /** The newest createdAt of `keyId` among the appends queued or being written, not yet committed. */
   queuedSignedAt(keyId: string): string | undefined;
 }
 
@@ -221,7 +221,13 @@ export class LevelSigningKeys implements SigningKeyTable {
     }
     return {
       puts: [...next.values()].map((r) => ({ type: 'put' as const, key: `k!${r.keyId}`, value: JSON.stringify(r) })),
-      commit: () => next.forEach((r, k) => this.cache.set(k, r)),
+      // A window closed while the batch was being written (`close` chose its end seeing this batch's appends) stays
+      // closed: the record built before it carries no end.
+      commit: () =>
+        next.forEach((r, k) => {
+          const now = this.cache.get(k);
+          this.cache.set(k, signingKeyRecord(k, r.lastSignedAt, now ? now.closedAt : r.closedAt));
+        }),
     };
   }
 
