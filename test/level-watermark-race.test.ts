@@ -1,14 +1,16 @@
 /**
  * The embedded log's watermark raise (a resume's `setWatermark`) is ordered with the append batches: one that read
  * the watermark before a batch of its session committed must not store its lower mark after it (the head would
- * then be above the stored watermark, and a rollback to the lower seq would pass the check after a restart).
+ * then be above the stored watermark, and a rollback to the lower seq would pass the check after a restart), and a
+ * read of the mark that was in flight meanwhile must not put the lower one back in memory.
  */
 import { expect, it } from 'vitest';
 import { Level } from 'level';
 import { join } from 'node:path';
 import { openLedger } from '../src/ledger/open.js';
 import { writeSyncedBatch } from '../manifests/log/level/tables.js';
-import type { LevelManifestLog } from '../manifests/log/level/log.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { digestOf } from '../store/hash/digest.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -77,5 +79,52 @@ it("a resume's watermark raise is a synced write, as the append's batch that rai
     expect(await ledger.log.getWatermark('s')).toBe(7);
   } finally {
     await ledger.close();
+  }
+});
+
+it('a watermark read that was in flight while the mark was raised does not put the lower mark back in memory', async () => {
+  const dir = join(tempDir(), 'log');
+  const idOf = (seq: number) => digestOf(new TextEncoder().encode(`s/${seq}`));
+  const link = (seq: number) => ({
+    session: 's',
+    principal: 'p',
+    seq,
+    prev: seq === 0 ? null : idOf(seq - 1),
+    id: idOf(seq),
+    envelope: JSON.stringify({ payload: Buffer.from(`s/${seq}`).toString('base64') }),
+  });
+  let log = await LevelManifestLog.open(dir);
+  await log.append(link(0));
+  await log.close();
+  // Reopened: no mark in memory. The first read of it answers what it read (0) only once the gate opens.
+  log = await LevelManifestLog.open(dir);
+  try {
+    const db = log.raw;
+    const get = db.get.bind(db);
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let held = false;
+    db.get = (async (key: string, options?: unknown) => {
+      const value = await get(key, options as never);
+      if (key === 'w!s' && !held) {
+        held = true;
+        await gate;
+      }
+      return value;
+    }) as typeof db.get;
+    const stale = log.getWatermark('s');
+    while (!held) await new Promise((r) => setImmediate(r));
+    // Meanwhile the mark is raised above the head (ManifestLog.setWatermark: the chain was cut back).
+    await log.setWatermark('s', 5);
+    open();
+    expect(await stale).toBe(5);
+    // Before: the read put its 0 in memory over the 5, an append at seq 1 passed the cut-back rule, and its batch
+    // stored the mark 1, below the 5 already stored.
+    expect(await log.getWatermark('s')).toBe(5);
+    await expect(log.append(link(1))).rejects.toMatchObject({ name: 'ManifestError', code: 'ROLLBACK' });
+    expect(await get('w!s')).toBe('5');
+    expect((await log.head('s'))?.seq).toBe(0);
+  } finally {
+    await log.close();
   }
 });

@@ -985,8 +985,12 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     let mark = this.watermarkCache.get(session);
     if (mark === undefined) {
       const raw = await readRecord(this.db, `w!${session}`, 'watermark read');
-      if (raw === undefined) return undefined;
-      mark = parseWatermarkRecord(`w!${session}`, raw);
+      // A mark raised while this read was in flight (an append's batch, setWatermark) is newer than what it read, and
+      // marks only rise: the higher stands (the stale one cached let an append pass a mark set above its head, and its
+      // batch write the lower mark back).
+      const now = this.watermarkCache.get(session);
+      if (raw === undefined) return now;
+      mark = Math.max(parseWatermarkRecord(`w!${session}`, raw), now ?? -1);
       this.watermarkCache.set(session, mark);
     }
     return mark;
