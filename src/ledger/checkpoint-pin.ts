@@ -3,7 +3,9 @@
  * place. A pin writes the slot that does not hold the newest intact pin and fdatasyncs it: one flush, no new
  * file, rename or directory fsync (the file's size and name never change, so its data is all a crash can lose).
  * A crash in the middle of a pin tears at most the slot being written; its checksum fails and the other slot,
- * the previous pin, is read. "Acknowledged ⇒ pinned" holds because the caller awaits `write` before returning.
+ * the previous pin, is read. A pin whose write or flush failed is written again into the same slot by the next pin,
+ * never beside it: the slot beside holds the last pin made durable. "Acknowledged ⇒ pinned" holds because the
+ * caller awaits `write` before returning.
  *
  * Slot layout (`slotSize` bytes; integers big-endian):
  *
@@ -196,6 +198,12 @@ export class CheckpointPinFile {
 
   /** The file kept open (`O_DSYNC`) by an exclusive pin between writes; closed by `close` or a re-created file. */
   private handle: FileHandle | undefined;
+  /**
+   * A shared pin whose write or flush failed: its slot may show whole in the page cache and yet not be on the disk
+   * (after a failed fdatasync the kernel may drop the dirty pages), so the next pin writes that slot again while it
+   * still holds this pin, not the slot beside it, which holds the last pin made durable (as an exclusive pin does).
+   */
+  private unflushed: PinSlot | undefined;
   private closed = false;
 
   /**
@@ -315,6 +323,7 @@ export class CheckpointPinFile {
       const current = new Uint8Array(2 * this.slotSize + 1);
       const { bytesRead } = await handle.read(current, 0, current.length, 0);
       if (bytesRead > 2 * this.slotSize) {
+        this.unflushed = undefined; // another process made a new file since: its slots are what stands
         const grown = decodePinFile(await handle.readFile(), this.path);
         this.slotSize = grown.slotSize;
         this.newest = grown.newest;
@@ -331,11 +340,19 @@ export class CheckpointPinFile {
         this.newest = newest;
         return false;
       }
-      const index = newest.index === 0 ? 1 : 0;
+      const failed = this.unflushed;
+      const again =
+        failed !== undefined &&
+        newest.index === failed.index &&
+        newest.seq === failed.seq &&
+        newest.note === failed.note;
+      const index = again ? newest.index : newest.index === 0 ? 1 : 0;
       const seq = Math.max(newest.seq, this.newest.seq) + 1;
+      this.unflushed = { index, seq, note };
       await this.writeSlot(handle, index, seq, text);
       // Overwritten in place: the size and name do not change, so the data is all that must reach the disk.
       await handle.datasync();
+      this.unflushed = undefined;
       this.newest = { index, seq, note };
       return true;
     } finally {
@@ -421,6 +438,7 @@ export class CheckpointPinFile {
     // The previous pin stays in the other slot, so a torn first overwrite still leaves it.
     if (this.newest) bytes.set(encodePinSlot(this.newest.seq, this.newest.note, slotSize), slotSize);
     await writeFileAtomic(this.path, bytes, 0o600);
+    this.unflushed = undefined;
     this.slotSize = slotSize;
     this.newest = { index: 0, seq, note };
   }

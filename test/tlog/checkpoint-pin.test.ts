@@ -116,6 +116,42 @@ describe('a pin file other processes pin too', () => {
       mkdirSync(join(dir, 'checkpoints'));
     }
   });
+
+  it('writes the slot of a pin whose flush failed again, not the slot beside it that holds the last durable pin', async () => {
+    const stem = join(tempDir(), 'pin');
+    const path = `${stem}.pin`;
+    const a = (await CheckpointPinFile.open(stem)).file;
+    await a.write('a1\n');
+    await a.write('a2\n');
+    const probe = await openFile(path, 'r');
+    const handleProto = Object.getPrototypeOf(probe) as FileHandle;
+    await probe.close();
+    // The flush of a3's slot fails: the page cache shows that slot whole, yet it may never reach the disk.
+    const datasync = vi
+      .spyOn(handleProto, 'datasync')
+      .mockRejectedValueOnce(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO', errno: -5 }));
+    try {
+      await expect(a.write('a3\n')).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+    } finally {
+      datasync.mockRestore();
+    }
+    // a2, the last pin made durable, must stay until a newer one is: a4 goes where a3 was. Before, a4 went beside a3,
+    // over a2, and a crash during that write could leave no intact slot on the disk (a3's never flushed).
+    await a.write('a4\n');
+    expect(
+      slots(path)
+        .map((s) => s?.note)
+        .sort(),
+    ).toEqual(['a2\n', 'a4\n']);
+    expect(await readPinnedNote(path)).toBe('a4\n');
+    // From there on the pins alternate as ever.
+    await a.write('a5\n');
+    expect(
+      slots(path)
+        .map((s) => s?.note)
+        .sort(),
+    ).toEqual(['a4\n', 'a5\n']);
+  });
 });
 
 describe('the pin file', () => {
