@@ -57,8 +57,12 @@ export interface CheckpointEvidence {
 export class LedgerError extends HandoffLedgerError<LedgerErrorCode> {
   override readonly name = 'LedgerError';
   /** Present on `ROLLBACK` / `FORK` detected by checkpoints. */
-  readonly evidence?: CheckpointEvidence;
-  constructor(code: LedgerErrorCode, message: string, options?: { cause?: unknown; evidence?: CheckpointEvidence }) {
+  readonly evidence?: CheckpointEvidence | undefined;
+  constructor(
+    code: LedgerErrorCode,
+    message: string,
+    options?: { cause?: unknown; evidence?: CheckpointEvidence | undefined },
+  ) {
     super(code, message, options);
     if (options?.evidence) this.evidence = options.evidence;
   }

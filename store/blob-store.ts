@@ -25,15 +25,15 @@ export interface BlobStat extends BlobInfo {
 }
 
 export interface PutOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Refuse (`BLOB_TOO_LARGE`) as soon as more than this many bytes arrive. */
-  maxBytes?: number;
+  maxBytes?: number | undefined;
 }
 
 export interface GetOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Refuse (`BLOB_TOO_LARGE`) a stored blob larger than this, before reading it. */
-  maxBytes?: number;
+  maxBytes?: number | undefined;
 }
 
 /**
@@ -102,25 +102,25 @@ export interface BlobStore {
 /** Options of `BlobStore.delete`. */
 export interface DeleteOptions {
   /** Remove the blob only if its storage time (ms since epoch) is still before this instant. */
-  storedBeforeMs?: number;
+  storedBeforeMs?: number | undefined;
   /**
    * Ends the delete (`CANCELLED`, nothing removed) when it aborts before the removal begins: at the call, or while the
    * delete waits behind another call on the same blob (the filesystem store's per-blob queue, a PostgreSQL row lock).
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** What a backend's `_put` is given: the effective size limit and the caller's signal, both already checked. */
 export interface WriteLimits {
   /** The smaller of the caller's `maxBytes` and the store's `maxBlobBytes`. */
   limit: number;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** What a backend's `_get` and `_chunks` are given: the caller's `maxBytes`, else the store's `maxBlobBytes`. */
 export interface ReadLimits {
   limit: number;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 const DEFAULT_MAX_BLOB_BYTES = 1024 ** 3;
@@ -148,7 +148,10 @@ function checkByteLimit(value: unknown, name: string): number | undefined {
  * included), a field it does not know (a misspelt maxBytes: no bound), a signal that is none, a bound that is no byte
  * count: `INVALID_ARGUMENT`.
  */
-export function checkReadOptions(options: unknown): { maxBytes?: number; signal?: AbortSignal } {
+export function checkReadOptions(options: unknown): {
+  maxBytes?: number | undefined;
+  signal?: AbortSignal | undefined;
+} {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
   // Each field read once; a getter that throws, or a name it does not know (a misspelt maxBytes: no bound), refused.
@@ -209,7 +212,7 @@ export abstract class AbstractBlobStore implements BlobStore {
   /** Upper bound for any single blob, in bytes. */
   readonly maxBlobBytes: number;
 
-  protected constructor(options: { maxBlobBytes?: number }) {
+  protected constructor(options: { maxBlobBytes?: number | undefined }) {
     const max = checkByteLimit(options.maxBlobBytes, 'maxBlobBytes') ?? DEFAULT_MAX_BLOB_BYTES;
     this.maxBlobBytes = max;
   }

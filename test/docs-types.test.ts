@@ -1,7 +1,7 @@
 /**
  * The documentation's TypeScript examples type-check as a user's code: every ```ts block of README.md and of docs/*.md,
  * and every JSDoc `@example` of src/, store/ and manifests/ (what an editor shows a user on hover), is compiled as a
- * module of its own under `strict` and `noUncheckedIndexedAccess`, with `moduleResolution`
+ * module of its own under `strict`, `noUncheckedIndexedAccess` and `exactOptionalPropertyTypes`, with `moduleResolution`
  * `nodenext` and `bundler`, by the repo's own `typescript`. docs-examples.test.ts runs the README's blocks but under
  * `@ts-nocheck`, and docs-imports.test.ts and test/package/ compile their imports only: a renamed option or a changed
  * return type left a block that no longer compiles for its reader. Its `handoff-ledger…` imports resolve (tsconfig
@@ -262,12 +262,16 @@ function unitOf(block: Block, name: string): Unit {
 /**
  * A user's settings: strict, ES modules, Node's types; `handoff-ledger…` onto the entry points' source. With
  * `noUncheckedIndexedAccess` too (this repo's own, and in the strictest presets users start from): the Chat Completions
- * block destructured `completion.choices[0]`, which such a project refuses (TS2339 on `Choice | undefined`).
+ * block destructured `completion.choices[0]`, which such a project refuses (TS2339 on `Choice | undefined`). And with
+ * `exactOptionalPropertyTypes` (in those presets too): the adapter over fetch returned `text: message.content ??
+ * undefined`, which a `text?: string` refused (TS2322), and passed fetch `signal: request.signal`, possibly undefined
+ * where fetch takes `AbortSignal | null` (TS2379); test/package/ holds every optional property to taking `undefined`.
  */
 function optionsFor(resolution: 'nodenext' | 'bundler', specifiers: string[]): ts.CompilerOptions {
   return {
     strict: true,
     noUncheckedIndexedAccess: true,
+    exactOptionalPropertyTypes: true,
     target: ts.ScriptTarget.ES2022,
     lib: ['lib.es2023.d.ts'], // Node 20's
     types: ['node'],

@@ -136,7 +136,7 @@ export function serializeBundleHeader(header: BundleHeader): string {
 /** A blob read from a bundle: `bytes` is absent when `size` exceeds the caller's bound (never read). */
 export interface BundleBlob {
   size: number;
-  bytes?: Uint8Array;
+  bytes?: Uint8Array | undefined;
 }
 
 /**
@@ -210,7 +210,7 @@ export interface MemoryBundleInput {
    * bundle.json's text as read (not a parsed `BundleHeader`: `verifyBundle` parses it with `parseBundleHeader`, and
    * refuses text that is not a header as `BUNDLE_INVALID`); absent, the bundle is read as one without a header.
    */
-  header?: string;
+  header?: string | undefined;
   /**
    * manifests.jsonl's text or bytes: an ArrayBuffer (`await response.arrayBuffer()`) or a SharedArrayBuffer, a
    * Uint8Array or Node Buffer, any other typed array or a DataView (read over the same memory, not copied).
@@ -220,9 +220,9 @@ export interface MemoryBundleInput {
    * A digest's bytes, in any of the forms `manifests` takes them (a Uint8Array or Buffer, an ArrayBuffer, another
    * typed array or a DataView); given, the bundle is one with blobs.
    */
-  blobs?: ReadonlyMap<string, ArrayBufferLike | ArrayBufferView>;
+  blobs?: ReadonlyMap<string, ArrayBufferLike | ArrayBufferView> | undefined;
   /** A tree file's text (`checkpoint.note`, `proofs.jsonl`, …). */
-  treeFiles?: Partial<Record<BundleTreeFile, string>>;
+  treeFiles?: Partial<Record<BundleTreeFile, string>> | undefined;
 }
 
 /** Every field of MemoryBundleInput: `memoryBundleReader` reads these once and refuses any other name. */

@@ -18,9 +18,9 @@ export type ChainEntry = VerifiedLine;
 
 /** What the bundle claims to contain; a chain outside it is `OUT_OF_SCOPE`. */
 export interface AuditScope {
-  session?: string;
+  session?: string | undefined;
   /** Chains in which this principal published at least one manifest. */
-  principal?: string;
+  principal?: string | undefined;
 }
 
 function inScope(session: string, chain: ChainEntry[], scope: AuditScope | undefined): boolean {

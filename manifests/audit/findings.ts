@@ -83,23 +83,23 @@ export const CHECKPOINT_FINDING_CODES: readonly FindingCode[] = [
 
 export interface FindingEvidence {
   /** Other lines involved (the first occurrence of a duplicate, the other side of a fork). */
-  lines?: number[];
-  ids?: Digest[];
+  lines?: number[] | undefined;
+  ids?: Digest[] | undefined;
   /** Exact envelope texts (both sides of a fork). */
-  envelopes?: string[];
-  expected?: string | number | null;
-  actual?: string | number | null;
+  envelopes?: string[] | undefined;
+  expected?: string | number | null | undefined;
+  actual?: string | number | null | undefined;
 }
 
 export interface Finding {
   code: FindingCode;
   /** 1-based line of manifests.jsonl; absent for bundle-level findings. */
-  line?: number;
+  line?: number | undefined;
   /** The session of the chain, only when it comes from a verified manifest. */
-  chain?: string;
-  seq?: number;
+  chain?: string | undefined;
+  seq?: number | undefined;
   message: string;
-  evidence?: FindingEvidence;
+  evidence?: FindingEvidence | undefined;
 }
 
 export interface ChainSummary {

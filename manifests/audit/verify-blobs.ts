@@ -17,13 +17,13 @@ export type SummaryCheck = (bytes: Uint8Array) => string | undefined | Promise<s
 
 export interface BlobCheckOptions {
   /** BLAKE3 backend for blob bytes (default: the portable noble reference). */
-  hash?: HashBackend;
-  checkSummary?: SummaryCheck;
+  hash?: HashBackend | undefined;
+  checkSummary?: SummaryCheck | undefined;
   /**
    * The auditor expects blobs: a bundle without them (no `blobs/`, no `counts.blobs`) gets `BLOB_MISSING` for every
    * manifest instead of a silent skip. Without it, whether blobs are checked is the unsigned bundle's choice.
    */
-  requireBlobs?: boolean;
+  requireBlobs?: boolean | undefined;
 }
 
 const SMALL_BLOB = 64 * 1024;

@@ -44,23 +44,23 @@ export type { AuditScope } from './chain-rules.js';
 export interface AuditProgress {
   lines: number;
   bytes: number;
-  totalBytes?: number;
+  totalBytes?: number | undefined;
 }
 
 export interface VerifyChainOptions {
   /** The pinned trust store. Keys inside a bundle are never trusted. */
   trust: TrustStore;
   /** Signature backend (default: the portable noble verifier; Node: manifests/crypto/ed25519.node.ts). */
-  verifier?: SignatureVerifier;
+  verifier?: SignatureVerifier | undefined;
   /** Runs steps 1-5 (default: in this thread). manifests/audit/verify-workers.node.ts spreads them over threads. */
-  lineVerifier?: LineVerifier;
+  lineVerifier?: LineVerifier | undefined;
   /** Chains outside this scope are `OUT_OF_SCOPE`. verifyBundle defaults it to the header's filters. */
-  scope?: AuditScope;
+  scope?: AuditScope | undefined;
   /** Findings kept in the report (default 100,000); counts always count all of them. */
-  maxFindings?: number;
+  maxFindings?: number | undefined;
   /** Lines per batch handed to the line verifier (default 1,000). */
-  batchSize?: number;
-  onProgress?: (progress: AuditProgress) => void;
+  batchSize?: number | undefined;
+  onProgress?: ((progress: AuditProgress) => void) | undefined;
 }
 
 /**
@@ -76,14 +76,14 @@ export interface VerifyBundleOptions extends VerifyChainOptions, BlobCheckOption
    * `SCOPE_UNEXPECTED`). Absent: filters only the header declares, the auditor's `scope` not naming them, are
    * `SCOPE_UNCONFIRMED`. Anything else is a `USAGE` error.
    */
-  expect?: BundleExpectation;
+  expect?: BundleExpectation | undefined;
   /** The auditor's earlier checkpoint (signed note text): the bundle's checkpoint must extend it (step 9). */
-  since?: string;
+  since?: string | undefined;
   /**
    * Pinned witnesses (C2SP cosignature/v1 keys) and a quorum: the checkpoint counts only with that many
    * valid cosignatures by distinct pinned witnesses (step 9d); unknown cosigners are ignored.
    */
-  witnesses?: WitnessPolicy;
+  witnesses?: WitnessPolicy | undefined;
 }
 
 /** What a bundle audit checked: the unsigned header may not silently decide it, so the report says. */
@@ -97,7 +97,7 @@ export interface AuditCoverage {
    */
   summaries: boolean;
   /** The scope chains were held to (step 6, `OUT_OF_SCOPE`); absent when none was declared or asked for. */
-  scope?: AuditScope;
+  scope?: AuditScope | undefined;
   /** Who declared each part of the scope: the auditor's options, the bundle's unsigned header, or neither. */
   scopeFrom: 'auditor' | 'header' | 'auditor and header' | 'none';
   /** The auditor's expectation (the `expect` option), `none` when not stated. */
@@ -117,7 +117,7 @@ export interface AuditCoverage {
    * Step 9c, when the auditor gave an earlier checkpoint (`since`): its size, and whether the bundle's checkpoint was
    * shown to extend it (no `CONSISTENCY_*` or `CHECKPOINT_*` finding). Absent without `since`.
    */
-  since?: { size: number; extended: boolean };
+  since?: { size: number; extended: boolean } | undefined;
   /**
    * The trust store the bundle was verified under (the `trust` option: with several `--trust` files, their merge):
    * its `trustDigest` and how many manifest and checkpoint keys it lists. Which of them signed is `signers`.
@@ -127,7 +127,7 @@ export interface AuditCoverage {
    * The pinned witnesses the checkpoint was held to (the `witnesses` option: `--witness-keys` and `--quorum`): their
    * `witnessDigest`, how many distinct keys, and the quorum. Absent when none were given (as `since` is).
    */
-  witnesses?: WitnessCoverage;
+  witnesses?: WitnessCoverage | undefined;
   /**
    * Who signed what verified: the trusted keys whose signatures verified on the manifests (one count a verified line:
    * they add up to `counts.manifests`) and on the bundle's checkpoint, each sorted by host then key id. Only keys of the
@@ -160,9 +160,9 @@ export interface TrustCoverage {
 
 export interface BundleAuditReport extends AuditReport {
   /** The bundle's (unsigned) header, when it has one. */
-  header?: BundleHeader;
+  header?: BundleHeader | undefined;
   /** The verified checkpoint the bundle was checked against (step 9). */
-  checkpoint?: CheckpointSummary;
+  checkpoint?: CheckpointSummary | undefined;
   checked: AuditCoverage;
 }
 

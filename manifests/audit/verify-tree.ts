@@ -43,11 +43,11 @@ import { escapedText, shownValue } from '../../store/errors.js';
 
 export interface TreeCheckOptions {
   trust: TrustStore;
-  verifier?: SignatureVerifier;
+  verifier?: SignatureVerifier | undefined;
   /** The auditor's earlier checkpoint (a signed note): the bundle's checkpoint must extend it. */
-  since?: string;
+  since?: string | undefined;
   /** Pinned witnesses: the checkpoint counts only with a quorum of their cosignatures (step 9d). */
-  witnesses?: WitnessPolicy;
+  witnesses?: WitnessPolicy | undefined;
 }
 
 /** What the report says about the checkpoint the bundle was verified against. */
@@ -57,7 +57,7 @@ export interface CheckpointSummary {
   root: string;
   signedBy: string[];
   /** Step 9d, when witnesses are pinned: the quorum and which pinned witnesses cosigned, and when. */
-  witnesses?: WitnessSummary;
+  witnesses?: WitnessSummary | undefined;
   /** The signed extension lines (the session-heads root among them, step 10). */
   extensions: string[];
 }

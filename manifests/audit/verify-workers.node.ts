@@ -35,16 +35,16 @@ export interface WorkerLineVerifierOptions {
   /** The keys each line's signature is checked against. */
   trust: TrustStore;
   /** Threads to start (default: available parallelism, at least 1). */
-  threads?: number;
+  threads?: number | undefined;
   /** Signature backend inside the workers (default `node`, i.e. node:crypto). */
-  verifier?: 'node' | 'noble';
+  verifier?: 'node' | 'noble' | undefined;
   /**
    * The calling thread verifies a share of the batches too, whenever every worker has two in flight: for
    * `threads` = cores - 1, so that all cores verify and the calling thread's batches are never copied.
    */
-  mainShare?: boolean;
+  mainShare?: boolean | undefined;
   /** Overrides the compiled worker script (tests). */
-  scriptUrl?: URL;
+  scriptUrl?: URL | undefined;
 }
 
 type Request = { id: number; batch: Array<{ line: number; text: string }> };

@@ -14,7 +14,7 @@ import { checkBytesArgument, isUint8Array, shownValue } from '../../store/errors
 
 export interface EnvelopeSignature {
   /** DSSE: an optional, unauthenticated hint at the signing key. The library always writes it. */
-  keyid?: string;
+  keyid?: string | undefined;
   sig: string;
 }
 
@@ -153,9 +153,9 @@ export interface ParsedEnvelope {
   envelope: Envelope;
   payload: Uint8Array;
   /** The decoded signatures; `keyid` is the hint, absent also where the envelope gives it empty (see `parseEnvelope`). */
-  signatures: Array<{ keyid?: string; sig: Uint8Array }>;
+  signatures: Array<{ keyid?: string | undefined; sig: Uint8Array }>;
   /** PAE(payloadType, payload), when parsing built it (then `payload` is a view into it). */
-  message?: Uint8Array;
+  message?: Uint8Array | undefined;
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {

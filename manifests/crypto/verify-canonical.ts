@@ -25,7 +25,7 @@ export interface VerifiedManifest {
 export interface VerifyManifestOptions {
   trust: TrustStore;
   /** Signature backend; defaults to the portable noble verifier. */
-  verifier?: SignatureVerifier;
+  verifier?: SignatureVerifier | undefined;
 }
 
 // The fast path keeps a byte order mark (so such a payload never matches) and maps invalid UTF-8 to U+FFFD.

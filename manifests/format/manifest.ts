@@ -19,7 +19,7 @@ export const coversSchema = z.strictObject({
   transcriptThrough: z.int().min(0),
   transcriptDigest: digestSchema.optional(),
 });
-export type Covers = { transcriptThrough: number; transcriptDigest?: Digest };
+export type Covers = { transcriptThrough: number; transcriptDigest?: Digest | undefined };
 
 export const manifestSchema = z
   .strictObject({

@@ -117,7 +117,7 @@ export const checkpointRevocationKey = (k: { host: string; vkey: string }): stri
 export function checkpointVerifiers(
   trust: TrustStore,
   origin?: string,
-  options: { withRevoked?: boolean } = {},
+  options: { withRevoked?: boolean | undefined } = {},
 ): NoteVerifierKey[] {
   checkStoreObject(trust);
   checkStoreList(trust.checkpointKeys, 'checkpointKeys');

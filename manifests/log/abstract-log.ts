@@ -267,7 +267,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
     return this._headWindow(checkId(session, 'session'));
   }
 
-  async *chain(session: string, options?: { fromSeq?: number }): AsyncIterable<LogEntry> {
+  async *chain(session: string, options?: { fromSeq?: number | undefined }): AsyncIterable<LogEntry> {
     // Read once (a getter that throws: INVALID_ARGUMENT naming it, not an uncoded error).
     const { fromSeq } = readOptionFields(checkObject(options, 'options'), ['fromSeq'], 'chain options', ManifestError);
     const checked = checkId(session, 'session');
@@ -276,7 +276,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
     yield* this._chain(checked, from);
   }
 
-  async *entries(options?: { afterPosition?: number }): AsyncIterable<LogEntry> {
+  async *entries(options?: { afterPosition?: number | undefined }): AsyncIterable<LogEntry> {
     const { afterPosition } = readOptionFields(
       checkObject(options, 'options'),
       ['afterPosition'],

@@ -15,7 +15,7 @@ export type IdPositionRecord = { id: string; position: number } | { id: string; 
 /** The log's tree head with its session-heads index root (manifests/tlog/session-heads.ts), read together. */
 export interface LogTreeHead extends TreeHead {
   /** The root of the index of every session's head at `size` entries (absent: the log keeps no index). */
-  sessionHeads?: Uint8Array;
+  sessionHeads?: Uint8Array | undefined;
 }
 
 /** One appended manifest, as stored. */
@@ -91,22 +91,22 @@ export interface AppendRequest {
    * that is not a blake3 digest is `INVALID_ID`, bytes that are not a Uint8Array `INVALID_ARGUMENT`, refused before
    * the append is queued (nothing written, no other append affected).
    */
-  blob?: InlineBlob;
+  blob?: InlineBlob | undefined;
   /**
    * The key that signed the entry and the entry's `createdAt` (the ledger always passes them). The append
    * records the newest `createdAt` per key with the entry, and refuses one dated at or after the key's closed
    * window (`SigningKeyTable.close`) with `KEY_EXPIRED`.
    */
-  signed?: { keyId: string; createdAt: string };
+  signed?: { keyId: string; createdAt: string } | undefined;
 }
 
 /** What the log knows of one signing key, kept with the entries so that every process and restart sees it. */
 export interface SigningKeyRecord {
   keyId: string;
   /** The newest `createdAt` of an entry appended under this key. */
-  lastSignedAt?: string;
+  lastSignedAt?: string | undefined;
   /** Where a rotation or revocation ended the key's window: appends dated at or after it are refused. */
-  closedAt?: string;
+  closedAt?: string | undefined;
 }
 
 /**
@@ -161,12 +161,12 @@ export interface InlineBlobTable {
 
 /** Options of `InlineBlobTable.delete`, as `BlobStore.delete`'s. */
 export interface InlineDeleteOptions {
-  storedBeforeMs?: number;
-  signal?: AbortSignal;
+  storedBeforeMs?: number | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 export interface AppendOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -203,7 +203,7 @@ export interface GrantRecord {
    * Who made the change (free text, e.g. an operator id; at most 1,024 UTF-16 code units, MAX_GRANT_BY_UNITS, with no NUL
    * or lone surrogate, else `INVALID_ARGUMENT` and nothing written).
    */
-  by?: string;
+  by?: string | undefined;
 }
 
 export interface GrantTable {
@@ -218,7 +218,10 @@ export interface GrantTable {
    * backend that reads both at once (PostgreSQL: one statement). Authorization reads it where a table has it.
    * @throws ManifestError `RECORD_CORRUPT` as `get`
    */
-  forSession?(principal: string, session: string): Promise<{ here?: GrantRecord; everywhere?: GrantRecord }>;
+  forSession?(
+    principal: string,
+    session: string,
+  ): Promise<{ here?: GrantRecord | undefined; everywhere?: GrantRecord | undefined }>;
   /** Writes the record durably (sync). */
   put(record: GrantRecord): Promise<void>;
   /** @throws ManifestError `RECORD_CORRUPT` at the first stored grant that is not one, as `get` */
@@ -233,7 +236,7 @@ export interface ManifestLog {
   readonly grants: GrantTable;
   readonly signingKeys: SigningKeyTable;
   /** Present when the log can store small blobs inline (`AppendRequest.blob`); both built-in logs can. */
-  readonly inlineBlobs?: InlineBlobTable;
+  readonly inlineBlobs?: InlineBlobTable | undefined;
   head(session: string): Promise<ChainHead | undefined>;
   /**
    * The head the next append to `session` must extend, as the log itself will check it: the embedded log, its
@@ -309,7 +312,7 @@ export interface ManifestLog {
    * True when no other process writes the store while this log is open (the embedded store holds its lock);
    * a shared log (PostgreSQL) is not exclusive. The checkpoint pin then keeps its file open between pins.
    */
-  readonly exclusive?: boolean;
+  readonly exclusive?: boolean | undefined;
   /**
    * True only when this log object grew its current tree itself, by its own appends as the store's only writer,
    * from the tree `(size, root)` it reported earlier from the same memory: the current tree then extends that one,

@@ -90,7 +90,7 @@ export interface SessionHeadProof {
   depth: number;
   bitmap: string;
   siblings: string[];
-  other?: { key: string; value: string };
+  other?: { key: string; value: string } | undefined;
 }
 
 const encoder = new TextEncoder();

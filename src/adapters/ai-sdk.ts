@@ -33,9 +33,9 @@ import {
 export interface AiSdkAdapterOptions {
   model: LanguageModel;
   /** The summary schema form for the provider underneath (default `json-schema`). */
-  schemaForm?: SummarySchemaForm;
+  schemaForm?: SummarySchemaForm | undefined;
   /** Retries of the `ai` SDK itself (default 2, the SDK's own default): a whole number from 0. */
-  maxRetries?: number;
+  maxRetries?: number | undefined;
 }
 
 function messages(request: ModelRequest): AiMessage[] {

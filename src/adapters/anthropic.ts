@@ -48,14 +48,14 @@ export interface AnthropicAdapterOptions {
    * `max_tokens` when the request sets no output limit (the Messages API requires one; default 8192): a whole number
    * from 1 (else INVALID_ARGUMENT at the factory's call).
    */
-  maxTokens?: number;
+  maxTokens?: number | undefined;
   /**
    * The request's timeout in ms (default: the client's own, `new Anthropic({ timeout })`, 10 minutes unless set). Always
    * passed with the request: without one the SDK refuses, before sending, a non-streaming request whose `max_tokens`
    * could take longer than 10 minutes (above ~21,000 tokens). A whole number from 1 to 2^31 − 1 (else INVALID_ARGUMENT
    * at the factory's call: a timer beyond fires at once).
    */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
 }
 
 /** The `submit_handoff` tool in Anthropic's shape, for a Harness that calls the SDK itself. */

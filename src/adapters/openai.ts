@@ -45,7 +45,7 @@ export interface OpenAIAdapterOptions {
   client: OpenAI;
   model: string;
   /** `responses` (default) or `chat` (Chat Completions). */
-  api?: 'responses' | 'chat';
+  api?: 'responses' | 'chat' | undefined;
 }
 
 const FORM = 'openai-strict';

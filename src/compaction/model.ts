@@ -9,9 +9,9 @@ export interface ModelMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
   /** For `tool` messages: the call this result answers. */
-  toolCallId?: string;
+  toolCallId?: string | undefined;
   /** For `assistant` messages that called tools. */
-  toolCalls?: ModelToolCall[];
+  toolCalls?: ModelToolCall[] | undefined;
 }
 
 /** A tool the model may call: name, description, and the JSON Schema of its input. */
@@ -25,7 +25,7 @@ export interface ModelToolDefinition {
 export interface ModelResponseFormat {
   type: 'json_schema';
   name: string;
-  description?: string;
+  description?: string | undefined;
   schema: Record<string, unknown>;
   /**
    * Provider "strict" modes require every property to be required; the summary schema has optional
@@ -43,12 +43,12 @@ export interface ModelRequest {
    */
   purpose: 'turn' | 'compaction';
   messages: ModelMessage[];
-  tools?: ModelToolDefinition[];
+  tools?: ModelToolDefinition[] | undefined;
   /** `{ name }` forces that tool; `'none'` forbids tools. */
-  toolChoice?: 'auto' | 'none' | { name: string };
-  responseFormat?: ModelResponseFormat;
-  maxOutputTokens?: number;
-  signal?: AbortSignal;
+  toolChoice?: 'auto' | 'none' | { name: string } | undefined;
+  responseFormat?: ModelResponseFormat | undefined;
+  maxOutputTokens?: number | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /** A tool call as the provider returned it. `input` is parsed JSON, or the raw string if unparsed. */
@@ -69,19 +69,19 @@ export type ModelFinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filt
 export interface ModelResponse {
   finishReason: ModelFinishReason;
   /** The answer text (for structured output: the JSON text). */
-  text?: string;
+  text?: string | undefined;
   /** Structured output the provider already parsed, when it does so. */
   output?: unknown;
-  toolCalls?: ModelToolCall[];
+  toolCalls?: ModelToolCall[] | undefined;
   /** The model's explanation when it refused (`finishReason: 'refusal'`). */
-  refusal?: string;
+  refusal?: string | undefined;
   /**
    * The provider's own reason, as it came, for an answer that did not finish (any `finishReason` but `stop`,
    * `tool_calls` and `refusal`): Anthropic's `pause_turn`, Gemini's `MALFORMED_FUNCTION_CALL`, a Responses status
    * `cancelled`, what `other` stands for. Named (quoted, bounded) in the `SUMMARY_INCOMPLETE` message; it changes no
    * outcome. The ready adapters set it.
    */
-  providerReason?: string;
+  providerReason?: string | undefined;
 }
 
 /** The adapter a Harness supplies: its provider call, mapped to these shapes. */

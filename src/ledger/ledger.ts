@@ -440,9 +440,9 @@ export class Ledger {
     notice: (message: string) => void;
     options: ResolvedOpenOptions;
     /** The newest createdAt the log holds for the current key (earlier runs, other processes). */
-    lastSignedAt?: string;
+    lastSignedAt?: string | undefined;
     /** The current key's log record, damaged (a diagnosing open goes on for fsck): that key signs nothing. */
-    keyRecordDamage?: { keyId: string; error: ManifestError };
+    keyRecordDamage?: { keyId: string; error: ManifestError } | undefined;
   }) {
     // Exported for `instanceof` and its type; made by openLedger only. `new Ledger({})` from a caller was a TypeError
     // of whichever field came first.
@@ -1345,7 +1345,7 @@ export class Ledger {
    *   `RECORD_CORRUPT` (the log's position record for the id leads to another manifest); ManifestError
    *   `RECORD_CORRUPT` (that record cannot be parsed); the checkpoint's other codes (as `checkpoint`)
    */
-  async inclusionProof(id: Digest, options: { size?: number | null } = {}): Promise<InclusionProof> {
+  async inclusionProof(id: Digest, options: { size?: number | null | undefined } = {}): Promise<InclusionProof> {
     return this.tracked(async () => {
       parseManifestId(id);
       const { size } = readOptionFields(options, ['size'], 'inclusion proof options', LedgerError);
@@ -1361,7 +1361,10 @@ export class Ledger {
    * @throws LedgerError `INVALID_ARGUMENT` (a size out of range, no old size, an options field that throws as it is
    *   read), `ROLLBACK`, `FORK`, `CLOSED`; the checkpoint's other codes (as `checkpoint`)
    */
-  async consistencyProof(oldSize: number, options: { size?: number | null } = {}): Promise<ConsistencyProof> {
+  async consistencyProof(
+    oldSize: number,
+    options: { size?: number | null | undefined } = {},
+  ): Promise<ConsistencyProof> {
     return this.tracked(async () => {
       const { size } = readOptionFields(options, ['size'], 'consistency proof options', LedgerError);
       await this.freshTrust();
@@ -1381,7 +1384,7 @@ export class Ledger {
    *   grant table refuses), `TREE_DAMAGED` / `RECORD_CORRUPT` (kept by a diagnosing open), `LOCKED` (PostgreSQL),
    *   `STORAGE_FAILED`
    */
-  async grant(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
+  async grant(principal: string, session: string, options: { by?: string | undefined } = {}): Promise<GrantRecord> {
     return this.tracked(async () => {
       return this.setGrant(principal, session, 'granted', grantOptions(options).by);
     });
@@ -1391,7 +1394,7 @@ export class Ledger {
    * Revokes `principal`'s access to `session` (`'*'`: everywhere). Deletes nothing; durable; immediate.
    * @throws as `grant`
    */
-  async revoke(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
+  async revoke(principal: string, session: string, options: { by?: string | undefined } = {}): Promise<GrantRecord> {
     return this.tracked(async () => {
       // Taken under the chain lock so that no publish of this session is between its commit-point check and its append;
       // principal-wide, under the signing lock's exclusive side, which waits for every commit in flight.
@@ -1407,7 +1410,7 @@ export class Ledger {
    *   is read), `INVALID_ID` (the grant table's refusals, as the ledger's), `CLOSED`, `ROLLBACK` / `FORK` (as `grant`);
    *   ManifestError `STORAGE_FAILED`
    */
-  async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
+  async grants(filter: { principal?: string | undefined; session?: string | undefined } = {}): Promise<GrantRecord[]> {
     return this.tracked(async () => {
       this.assertSound();
       // `null`: none, as for every option. The log's grant table reads each field once and checks it: a filter that is

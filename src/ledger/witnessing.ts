@@ -35,7 +35,7 @@ import { errorText, readOptionFields, shownValue, type NamesEveryField } from '.
 /** A witness to submit to: its URL prefix, and optionally its verifier key (then only its valid cosignatures are kept). */
 export interface WitnessEndpoint {
   url: string;
-  vkey?: string;
+  vkey?: string | undefined;
 }
 
 export interface WitnessingOptions {

@@ -18,7 +18,7 @@ import { LedgerTelemetry, type TelemetryOptions } from '../telemetry/telemetry.j
  */
 export async function auditBundle(
   reader: BundleReader,
-  options: VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry },
+  options: VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry | undefined },
 ): Promise<BundleAuditReport> {
   return auditBundleAs(reader, options, { since: 'since' });
 }
@@ -26,7 +26,7 @@ export async function auditBundle(
 /** `auditBundle`, its refusals naming the options as `names` says (`verify` gives its `--since`). */
 export async function auditBundleAs(
   reader: BundleReader,
-  options: VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry },
+  options: VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry | undefined },
   names: AuditOptionNames,
 ): Promise<BundleAuditReport> {
   // No options, or options that cannot be read: verifyBundle's own USAGE, not a TypeError of the destructuring here.

@@ -33,7 +33,7 @@ export { DEFAULT_MAX_MANIFESTS_BYTES };
 /** Options of `openBundleDir`. */
 export interface OpenBundleOptions {
   /** manifests.jsonl larger than this is refused before any of it is read (default 4 GiB). */
-  maxManifestsBytes?: number;
+  maxManifestsBytes?: number | undefined;
 }
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;

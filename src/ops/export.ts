@@ -112,12 +112,12 @@ export interface ExportSource {
   readonly log: ManifestLog;
   readonly blobs: BlobStore;
   /** Where the export's span and metrics go (a ledger's own); default the global OpenTelemetry API. */
-  readonly telemetry?: LedgerTelemetry;
+  readonly telemetry?: LedgerTelemetry | undefined;
   /**
    * The store's root directory (a `Ledger` has one): an `out` inside it is refused (`INVALID_ARGUMENT`), for the
    * store manages what is there (its keys, its log, staging files an open clears).
    */
-  readonly root?: string;
+  readonly root?: string | undefined;
   /**
    * The signed checkpoint to cut the bundle at (a `Ledger` has one); without it the bundle has no tree files. For a
    * filtered export of a log with a session-heads index, the checkpoint of the log's current tree (its heads are
@@ -128,7 +128,7 @@ export interface ExportSource {
   checkpoint?(): Promise<{
     note: string;
     /** `origin`: what an auditor's `since` checkpoint must be of (a Ledger's checkpoint has it). */
-    checkpoint: { size: number; origin?: string; extensions?: readonly string[] };
+    checkpoint: { size: number; origin?: string | undefined; extensions?: readonly string[] | undefined };
   }>;
   /** The trusted keys (for `since`: the earlier checkpoint may be signed by a rotated checkpoint key). */
   trustStore?(): TrustStore;

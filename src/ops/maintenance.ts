@@ -84,8 +84,8 @@ import { fsckSigningKeys } from './fsck-keys.js';
 
 export interface FsckFinding {
   code: FsckFindingCode;
-  session?: string;
-  seq?: number;
+  session?: string | undefined;
+  seq?: number | undefined;
   message: string;
 }
 
@@ -170,9 +170,9 @@ async function checkBlob(
 /** Options of `fsck`. */
 export interface FsckOptions {
   /** Aborts the check (`CANCELLED`). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Read and check the blobs (default true); false skips them. */
-  checkBlobs?: boolean;
+  checkBlobs?: boolean | undefined;
 }
 
 /**
@@ -422,19 +422,19 @@ export interface GcOptions {
   /** Only blobs stored more than this many ms ago are removed. */
   graceMs: number;
   /** Report what would be removed, remove nothing. */
-  dryRun?: boolean;
+  dryRun?: boolean | undefined;
   /**
    * Now, in ms since epoch (default: the clock the store dates blobs by, PostgreSQL: the server's; where the blob files
    * and the log's inline blobs are dated by two clocks, the earlier of them: TieredBlobStore.clock); a finite number,
    * else `INVALID_ARGUMENT`.
    */
-  now?: number;
+  now?: number | undefined;
   /**
    * Aborts the collection (`CANCELLED`) between blobs: each blob is removed whole or not at all, and a delete waiting
    * behind another call on the same blob (a put or delete that hangs) ends at the abort with that blob kept. The
    * error's message counts the blobs removed before it (the others stay).
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -324,9 +324,9 @@ export class LedgerTelemetry {
    */
   async run<T>(
     op: Operation,
-    init: { scope?: unknown; host?: string },
+    init: { scope?: unknown; host?: string | undefined },
     fn: (span: Span) => Promise<T>,
-    describe?: (result: T) => { attributes?: Attributes; bytes?: number },
+    describe?: (result: T) => { attributes?: Attributes | undefined; bytes?: number | undefined },
   ): Promise<T> {
     // Nothing would record it: the operation alone, under a span that records nothing, as the no-op tracer would run
     // it (no span, context or attributes made for nothing; a throw is this call's rejection, as from `traced`).
@@ -370,7 +370,7 @@ export class LedgerTelemetry {
     op: Operation,
     span: Span,
     fn: (span: Span) => Promise<T>,
-    describe?: (result: T) => { attributes?: Attributes; bytes?: number },
+    describe?: (result: T) => { attributes?: Attributes | undefined; bytes?: number | undefined },
   ): Promise<T> {
     const started = performance.now();
     let outcome = 'ok';

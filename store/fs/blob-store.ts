@@ -50,14 +50,14 @@ export interface FsBlobStoreOptions {
   /** BLAKE3 backend used to hash while writing and re-hash while reading. */
   hash: HashBackend;
   /** Upper bound for any single blob, in bytes (default 1 GiB). */
-  maxBlobBytes?: number;
+  maxBlobBytes?: number | undefined;
   /** Filesystem operations; tests inject faults here. */
-  fs?: FsOps;
+  fs?: FsOps | undefined;
   /**
    * Hash streamed puts on a worker thread, so a large put's hashing overlaps its encoding and copying
    * (default: when `hash` is the native backend, whose code the thread runs).
    */
-  hashThread?: boolean;
+  hashThread?: boolean | undefined;
   /**
    * Staging files in `<root>/tmp/` changed less than this many ms ago are kept by `open` and `recover` (default 0:
    * every one goes, for a store whose root one process writes). Processes that share one root's blob files (ledgers
@@ -65,14 +65,14 @@ export interface FsBlobStoreOptions {
    * processes) give a bound past any write's pause: a write in flight keeps its staging file's time fresh, and one
    * removed under it fails at its link.
    */
-  keepStagingMs?: number;
+  keepStagingMs?: number | undefined;
   /**
    * `open` recovers nothing (an open to diagnose, fsck, writes nothing to the store it diagnoses): the staging files
    * of interrupted writes and the blobs an interrupted gc held in `gc-aside/` stay where they are, listed in the
    * report's `leftInPlace` (reads find a blob held aside all the same); and the store's directories missing
    * (`blobs-v1/`, `tmp/`, `quarantine/`, `gc-aside/`) are not made: a write makes those it writes through. Default false.
    */
-  leaveLeftovers?: boolean;
+  leaveLeftovers?: boolean | undefined;
   /**
    * Ends `open`'s recovery once it aborts (`CANCELLED`), looked at before each staging file in `tmp/` is judged or
    * removed and before each blob an interrupted gc held in `gc-aside/` is judged or put back (those removed or put
@@ -103,7 +103,7 @@ export interface FsRecoveryReport {
    * With `leaveLeftovers`: the paths `recover` would have dealt with, left as they are (staging files it would
    * remove; blobs in `gc-aside/` it would link back at their paths).
    */
-  leftInPlace?: { staging: string[]; aside: string[] };
+  leftInPlace?: { staging: string[]; aside: string[] } | undefined;
 }
 
 function errno(err: unknown): string | undefined {

@@ -23,9 +23,9 @@ export function hashBackendNameProblem(name: unknown): string | undefined {
 /** Where the fast backends come from; tests inject failing or lying loaders here. */
 export interface HashBackendLoaders {
   /** Default: native BLAKE3 from @napi-rs/blake-hash. */
-  native?: () => Promise<HashBackend>;
+  native?: (() => Promise<HashBackend>) | undefined;
   /** Default: WASM BLAKE3 from hash-wasm. */
-  wasm?: () => Promise<HashBackend>;
+  wasm?: (() => Promise<HashBackend>) | undefined;
 }
 
 /**

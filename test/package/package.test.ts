@@ -12,6 +12,7 @@ import { join, relative, resolve, sep } from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { optionalsRefusingUndefined } from './optional-properties.js';
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, '../..');
@@ -477,6 +478,27 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
         ).toBe('');
       });
     }
+
+    // Under exactOptionalPropertyTypes an optional property declared `x?: T` refuses `undefined`, while the library
+    // reads `undefined` as the property left out: `fsck(ledger, { signal })` with a signal that may be undefined, a
+    // ModelResponse built as README's adapter builds it (`text: message.content ?? undefined`), the adapters' options,
+    // a transcript's `toolCallId` carried over were each refused by tsc (TS2379, TS2322) though they run.
+    it('lets each optional property a consumer writes take undefined, as the library takes it', async () => {
+      // The walk itself, over a package of four properties it must name (a named type's, an option's, an array
+      // element's, what a callback returns) and one it must not.
+      const probe = join(work, 'optional-probe');
+      await run('mkdir', ['-p', probe]);
+      await writeFile(join(probe, 'package.json'), JSON.stringify({ exports: { '.': { types: './i.d.ts' } } }));
+      await writeFile(
+        join(probe, 'i.d.ts'),
+        [
+          'export interface Named { a?: string; b?: string | undefined }',
+          'export declare function f(o: { c?: number; items: Array<{ e?: string }> }, cb: () => Promise<{ d?: 1 }>): void;',
+        ].join('\n'),
+      );
+      expect(optionalsRefusingUndefined(probe).map((f) => f.split(' ')[1])).toEqual(['a', 'c', 'd', 'e']);
+      expect(optionalsRefusingUndefined(join(consumer, 'node_modules', pkg.name))).toEqual([]);
+    });
   });
 
   // The README offers CommonJS `require()` (Node 20.19+ loads ES modules with it) and says which TypeScript module

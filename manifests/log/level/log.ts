@@ -93,7 +93,7 @@ export interface LevelManifestLogOptions {
    * Writes one atomic batch durably. The default is `writeSyncedBatch` (one LevelDB batch, `sync: true`); the
    * fault-injection tests wrap it to make the commit fail.
    */
-  writeBatch?: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>;
+  writeBatch?: ((db: Level<string, string>, ops: BatchOp[]) => Promise<void>) | undefined;
   /**
    * Ends the open: once it aborts, `LevelManifestLog.open` rejects `CANCELLED` (the signal's reason as the cause) with
    * the database closed again and its lock released, so a later open works. LevelDB's own open (taking its lock,
