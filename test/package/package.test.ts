@@ -541,6 +541,37 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
     expect(`${result.stdout ?? ''}${result.stderr ?? ''}`).toBe('');
   });
 
+  // The README says which TypeScript resolutions find the types: `exports` is read by node16, nodenext and bundler
+  // (checked above); the older node10 reads the top-level `types` alone, so a project still on it gets the main entry
+  // and TS2307 for every subpath, which the README said nothing of.
+  it('is typed under moduleResolution node10 for its main entry only, as the README says', async () => {
+    const readme = (await readFile(join(repo, 'README.md'), 'utf8')).split('## Install')[1]!.split('\n## ')[0]!;
+    expect(readme.replace(/\s+/g, ' ')).toContain(
+      "the older `node10`, `node`, reads no `exports`: it finds the main entry's types only, and every subpath is TS2307",
+    );
+    const dir = join(consumer, 'ts-node10');
+    await run('mkdir', ['-p', dir]);
+    const lines = entries.map(
+      (e, i) => `import * as m${i} from ${JSON.stringify(specifier(e))};\nexport const n${i} = m${i};`,
+    );
+    await writeFile(join(dir, 'index.ts'), lines.join('\n') + '\n');
+    const compilerOptions = {
+      module: 'esnext',
+      moduleResolution: 'node10',
+      target: 'es2022',
+      strict: true,
+      noEmit: true,
+      types: ['node'],
+      skipLibCheck: true,
+    };
+    await writeFile(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['index.ts'] }));
+    const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', dir]).catch((err) => err);
+    const unresolved = [...`${result.stdout ?? ''}`.matchAll(/error TS2307: Cannot find module '([^']+)'/g)].map(
+      (m) => m[1],
+    );
+    expect(unresolved).toEqual(entries.filter((e) => e !== '.').map(specifier));
+  });
+
   it('runs the CLI: --version, then one publish and its resume', async () => {
     const cli = join(consumer, 'node_modules', '.bin', 'handoff-ledger');
     const { stdout: version } = await run(cli, ['--version']);
