@@ -479,6 +479,39 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
       });
     }
 
+    // A Node project's `lib` often leaves out DOM. The package's own declarations must not need it, while the ai SDK's
+    // and @google/genai's do (HeadersInit, RequestInfo, CloseEvent: TS2304 under skipLibCheck false), which the README
+    // did not say beside what it says of those SDKs' other needs.
+    it("type-checks every entry point without the DOM lib, but for the ai and Gemini SDKs' own declarations", async () => {
+      const readme = (await readFile(join(repo, 'README.md'), 'utf8')).replace(/\s+/g, ' ');
+      expect(readme).toContain(
+        "a project compiled with `skipLibCheck: false` whose `lib` leaves out `DOM`, as a Node project's often does, fails in them (TS2304) unless it adds `DOM` to `lib`. The library's own declarations, and those of `openai` and `@anthropic-ai/sdk`, need no `DOM`.",
+      );
+      const dir = join(consumer, 'ts-no-dom');
+      await run('mkdir', ['-p', dir]);
+      const lines = entries.map(
+        (e, i) => `import * as m${i} from ${JSON.stringify(specifier(e))};\nexport const n${i} = m${i};`,
+      );
+      await writeFile(join(dir, 'index.ts'), lines.join('\n') + '\n');
+      const compilerOptions = {
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        target: 'es2022',
+        lib: ['es2023'],
+        strict: true,
+        noEmit: true,
+        types: ['node'],
+        skipLibCheck: false,
+      };
+      await writeFile(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['index.ts'] }));
+      const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', dir]).catch((err) => err);
+      const failing = [...`${result.stdout ?? ''}`.matchAll(/^(.+?)\(\d+,\d+\): error TS\d+/gm)].map((m) => m[1]!);
+      // the packages whose declarations fail, by name: only the two SDKs (the ai SDK's providers are its own)
+      const packages = failing.map((f) => /node_modules\/((?:@[^/]+\/)?[^/]+)\/(?!.*node_modules)/.exec(f)?.[1] ?? f);
+      const byName = [...new Set(packages.map((p) => (p.startsWith('@ai-sdk/') ? 'ai' : p)))].sort();
+      expect(byName).toEqual(['@google/genai', 'ai']);
+    });
+
     // Under exactOptionalPropertyTypes an optional property declared `x?: T` refuses `undefined`, while the library
     // reads `undefined` as the property left out: `fsck(ledger, { signal })` with a signal that may be undefined, a
     // ModelResponse built as README's adapter builds it (`text: message.content ?? undefined`), the adapters' options,
