@@ -13,7 +13,8 @@ import { openBundleDir } from '../ops/bundle-dir.js';
 import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
-import { printableLines, printableOnceLines, quoted } from '../../manifests/encoding/printable.js';
+import { printableOnceLines, quoted } from '../../manifests/encoding/printable.js';
+import { errnoText } from '../../store/fs/errno-text.js';
 import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
 import { readTrustFiles } from './trust-file.js';
 import {
@@ -30,12 +31,35 @@ import {
 export const usage =
   'audit-ui [--open] [--trust FILE]… [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
 
+/**
+ * What `--open` says when no browser opened: the opener (`xdg-open`, `open`, `explorer`) quoted as a refusal names a
+ * program, its failure by its errno code (`errnoText`: not the spawn's message, which repeats what it ran raw) or its
+ * exit status, and the address to open by hand. One line on stderr; the server goes on serving.
+ */
+export function browserFailure(url: string, command: string, failure: NodeJS.ErrnoException | number): string {
+  const why =
+    typeof failure === 'number'
+      ? `${quoted(command)} exited with status ${failure}`
+      : `${quoted(command)} did not start: ${errnoText(failure)}`;
+  // ENOENT: no such program on PATH (xdg-open comes with xdg-utils on Linux).
+  const hint =
+    typeof failure !== 'number' && failure.code === 'ENOENT'
+      ? ` (--open runs ${quoted(command)} from PATH${command === 'xdg-open' ? ', which xdg-utils installs' : ''})`
+      : '';
+  return `handoff-ledger: could not open a browser: ${why}${hint}; open ${url} in a browser yourself`;
+}
+
 function openInBrowser(url: string, io: CliIo): void {
   const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
   const child = spawn(command, [url], { detached: true, stdio: 'ignore' });
-  child.on('error', (err) =>
-    io.stderr.write(printableLines([`handoff-ledger: could not open a browser (${err.message}); open ${url}`])),
-  );
+  const say = (failure: NodeJS.ErrnoException | number) =>
+    io.stderr.write(printableOnceLines([browserFailure(url, command, failure)]));
+  child.on('error', (err) => say(err));
+  // An opener that started and failed (xdg-open with no browser to hand it to: status 3) says so by its status only
+  // (its stderr is not ours to show). explorer exits 1 when it did open the page: not judged.
+  child.on('exit', (code) => {
+    if (code !== null && code !== 0 && process.platform !== 'win32') say(code);
+  });
   child.unref();
 }
 

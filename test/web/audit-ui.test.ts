@@ -292,14 +292,32 @@ describe('audit-ui as a process', () => {
     const ui = await startAuditUi(['--open'], { env: { ...process.env, PATH: tempDir() } });
     try {
       await ui.until('could not open a browser');
-      expect(ui.stderr()).toMatch(
-        new RegExp(
-          `^handoff-ledger: could not open a browser \\(spawn \\S+ ENOENT\\); open ${ui.url.replace(/[.]/g, '\\.')}\n$`,
-        ),
+      // The opener quoted, its failure by its errno code (not the spawn's raw message), what --open runs, the address.
+      expect(ui.stderr()).toBe(
+        `handoff-ledger: could not open a browser: "xdg-open" did not start: ENOENT (no such file or directory) (--open runs "xdg-open" from PATH, which xdg-utils installs); open ${ui.url} in a browser yourself\n`,
       );
       const res = await get(ui.url);
       expect(res.status).toBe(200);
       expect(res.type).toBe('text/html; charset=utf-8');
+    } finally {
+      ui.child.kill('SIGTERM');
+    }
+    expect(await ui.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('--open with an opener that fails (xdg-open with no browser: status 3) says so, naming the URL, and still serves', async () => {
+    const bin = tempDir();
+    // An opener that prints what a terminal acts on and fails: its words are not shown, its status is.
+    writeFileSync(join(bin, 'xdg-open'), "#!/bin/sh\nprintf 'xdg-open: no method \\033[2J' >&2\nexit 3\n", {
+      mode: 0o755,
+    });
+    const ui = await startAuditUi(['--open'], { env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` } });
+    try {
+      await ui.until('could not open a browser');
+      expect(ui.stderr()).toBe(
+        `handoff-ledger: could not open a browser: "xdg-open" exited with status 3; open ${ui.url} in a browser yourself\n`,
+      );
+      expect((await get(ui.url)).status).toBe(200);
     } finally {
       ui.child.kill('SIGTERM');
     }
