@@ -65,7 +65,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
     expect(ledger.keyId).toBe(s.keyId);
     expect(s.notices).toContainEqual(
       expect.stringContaining(
-        `the log closed the window of key "${s.keyId}" at ${s.bEnd} but trust.json does not end it`,
+        `the log closed the window of key "${s.keyId}" at ${s.bEnd} but trust.json does not end it (host "b", which trust.json lists this key for too, rotated or revoked it there): publish is refused (KEY_EXPIRED) until this host runs \`keys rotate\``,
       ),
     );
     await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_EXPIRED' });

@@ -747,12 +747,45 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
       keyRecordDamage = { keyId: keyring.signer.keyId, error: err };
     }
     throwIfCancelled(signal);
-    // A rotation or revocation that stopped after closing the key's window in the log, before trust.json: until it is
-    // run again, the log refuses every manifest this key signs now.
-    if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
+    // The log closed this key's window where trust.json does not end it. A rotation or revocation of another process
+    // sharing this root holds the trust lock from its step in the log until trust.json is written: judged again under
+    // that lock (which waits for one under way, and settles the key files of one that stopped), with the keys read again
+    // there, it is that of one that stopped, or of another host's listing of this key. A diagnosing open (fsck) takes no
+    // lock (it writes nothing), and fsck reports the mismatch (KEY_WINDOW_MISMATCH).
+    const windowLeftOpen = () =>
+      signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined;
+    let lockHeld = false;
+    if (windowLeftOpen() && options.diagnose !== true)
+      try {
+        signed = await keyring.exclusive(() => log.signingKeys.get(keyring.signer.keyId), signal);
+      } catch (err) {
+        if (!(err instanceof LedgerError && err.code === 'LOCKED')) throw err;
+        lockHeld = true;
+      }
+    if (windowLeftOpen()) {
+      const keyId = keyring.signer.keyId;
+      const otherHost = keyring.windowEnds(keyId).find((l) => l.host !== host && l.end === signed!.closedAt);
+      const rerun = `run again (\`keys revoke ${shellWord(keyId)}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`;
+      const [why, until] = lockHeld
+        ? [
+            "another process has held trust.json's lock for longer than this open waits: a rotation or revocation under way",
+            `that process has written trust.json, or, should it have stopped, the command is ${rerun}`,
+          ]
+        : options.diagnose === true
+          ? [
+              'a rotation or revocation stopped after its step in the log, or, as fsck takes no lock, one is under way',
+              `the command that stopped is ${rerun}`,
+            ]
+          : otherHost !== undefined
+            ? [
+                `host ${quoted(otherHost.host)}, which trust.json lists this key for too, rotated or revoked it there`,
+                `this host runs \`keys rotate\` (\`keys revoke ${shellWord(keyId)}\` first if the key is compromised)`,
+              ]
+            : ['a rotation or revocation stopped after its step in the log', `the command that stopped is ${rerun}`];
       notice(
-        `the log closed the window of key ${quoted(keyring.signer.keyId)} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${shellWord(keyring.signer.keyId)}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
+        `the log closed the window of key ${quoted(keyId)} at ${signed!.closedAt} but trust.json does not end it (${why}): publish is refused (KEY_EXPIRED) until ${until}`,
       );
+    }
     // A root without its format marker (a new one, or one made before the marker) gets it once the open has found
     // everything in order, so a refused open leaves the root as it found it; a diagnosing open (fsck) writes none.
     if (!rootFormat.present && options.diagnose !== true) {
