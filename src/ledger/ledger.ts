@@ -246,6 +246,20 @@ function headMoved(
 }
 
 /**
+ * `CHAIN_CONFLICT` of a publish whose append the log refused (another process or host committed on the head first):
+ * without `expectedPrev`, at each of its `attempts`; with it, where no moved head can be named (`headMoved` names
+ * one). `lost`, the log's last refusal (a ManifestError), is the cause: a publish's CHAIN_CONFLICT is the ledger's
+ * error, with or without `expectedPrev`. Nothing was published.
+ */
+function racesLost(session: string, lost: unknown, attempts: number, expectedPrev?: Digest | null): LedgerError {
+  const message =
+    expectedPrev === undefined
+      ? `session ${session}: another writer's append came first at each of ${attempts} attempts (each read the head again and signed again); nothing was published: publish again`
+      : `session ${session}: the log refused the append on ${expectedPrev ?? 'an empty chain'} (another writer's append came first), and no other head can be named now; nothing was published: resume the session and go on from its head`;
+  return new LedgerError('CHAIN_CONFLICT', message, { cause: lost });
+}
+
+/**
  * A lower layer's `CANCELLED` as the ledger's, its cause the signal's reason as every other `CANCELLED` of the ledger
  * has it (a Harness tells its `AbortSignal.timeout` from its user's stop by `err.cause`): it was the lower layer's error,
  * whose own cause the reason was, wherever the abort came in the blob's write or the append.
@@ -568,11 +582,10 @@ export class Ledger {
    * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
    * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
    * before that leaves no manifest and the previous head intact.
-   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, an options field that throws as it is read, or a scope that carries one of the options: `{ ...scope, expectedPrev }`, whose guard would be left out), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key), `SIGNER_FAILED` (an injected signer threw; its error is the cause), `CANCELLED`, `CLOSED`;
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, an options field that throws as it is read, or a scope that carries one of the options: `{ ...scope, expectedPrev }`, whose guard would be left out), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT` (the head is not `expectedPrev`; or another writer's append won the race at every attempt, the log's refusal the cause: with PostgreSQL, which holds the head for a retry, only
+   *   when it could hold none: a new chain, a pool of fewer than 4 connections, or as many heads held as its pool allows), `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key), `SIGNER_FAILED` (an injected signer threw; its error is the cause), `CANCELLED`, `CLOSED`;
    *   ManifestError `KEY_INVALID` (an injected signer's answer is no 64-byte `Uint8Array`), `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it; or the session's
-   *   head is signed by a key resume refuses it for, at its createdAt: the handoff would not resume either), `CHAIN_CONFLICT`
-   *   (another writer's append won the race at every attempt: with PostgreSQL, which holds the head for a retry, only
-   *   when it could hold none: a new chain, a pool of fewer than 4 connections, or as many heads held as its pool allows), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
+   *   head is signed by a key resume refuses it for, at its createdAt: the handoff would not resume either), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
@@ -654,7 +667,9 @@ export class Ledger {
             // the check before it tells it (the head found, and what to do), not as the log's refusal of the append.
             if (lostRace && options.expectedPrev !== undefined)
               throw await this.movedInRace(s.session, options.expectedPrev, err);
-            if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+            if (!lostRace) throw err;
+            // Every attempt lost: the ledger's CHAIN_CONFLICT, as with expectedPrev, the log's refusal its cause.
+            if (attempt >= MAX_APPEND_ATTEMPTS) throw racesLost(s.session, err, attempt);
             this.telemetry.chainConflictRetry(span);
             hold = true;
           }
@@ -666,7 +681,7 @@ export class Ledger {
 
   /**
    * A publish with `expectedPrev` whose append the log refused (`lost`, CHAIN_CONFLICT: another process or host
-   * committed on the head first): `headMoved` naming the head now, `lost` its cause. `lost` itself when the head cannot
+   * committed on the head first): `headMoved` naming the head now, `lost` its cause; `racesLost` when the head cannot
    * be read or is still `expectedPrev` (no head moved to name).
    */
   private async movedInRace(session: string, expectedPrev: Digest | null, lost: ManifestError): Promise<Error> {
@@ -674,9 +689,11 @@ export class Ledger {
     try {
       head = await this.appendHead(session);
     } catch {
-      return lost;
+      return racesLost(session, lost, 1, expectedPrev);
     }
-    return (head?.id ?? null) === expectedPrev ? lost : headMoved(session, expectedPrev, head, lost);
+    return (head?.id ?? null) === expectedPrev
+      ? racesLost(session, lost, 1, expectedPrev)
+      : headMoved(session, expectedPrev, head, lost);
   }
 
   /**

@@ -17,6 +17,9 @@ import { STREAM_DECODE_FROM, STREAM_SUMMARY_FROM, validateSummary } from '../../
 import { tempDir } from '../support/tmp.js';
 import { generateJwk, LocalSigner } from '../../src/keys/local-signer.js';
 import { MANIFEST_PAYLOAD_TYPE, manifestId } from '../../manifests/format/manifest-core.js';
+import { LedgerError } from '../../src/errors.js';
+import { ManifestError } from '../../manifests/errors.js';
+import type { AppendRequest, HeadHold } from '../../manifests/log/log.js';
 
 /** An unsigned envelope whose payload names a summary other than any blob a test stores (gc reads that digest). */
 /** The id the log stores for an envelope: its payload's manifest id (gc holds every entry to it). */
@@ -160,6 +163,57 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         code: 'CHAIN_CONFLICT',
       });
       expect((await ledger.history(scope)).length).toBe(2);
+    });
+
+    it("a publish whose append loses every race is the ledger's CHAIN_CONFLICT, the log's refusal its cause, with or without expectedPrev", async () => {
+      const ledger = await open();
+      const first = await ledger.publish(scope, summary(1));
+      // Each append this ledger makes reaches the log built on a head that is no longer the head, as when another
+      // writer committed first: the log's own refusal (CHAIN_CONFLICT), held head or not.
+      const log = ledger.log;
+      const stale = (r: AppendRequest): AppendRequest => ({ ...r, prev: digestOf(new TextEncoder().encode('moved')) });
+      const append = log.append.bind(log);
+      const holdHead = log.holdHead?.bind(log);
+      let appends = 0;
+      Object.assign(log, {
+        append: (r: AppendRequest, o?: Parameters<typeof append>[1]) => (appends++, append(stale(r), o)),
+        ...(holdHead && {
+          holdHead: async (...args: Parameters<typeof holdHead>): Promise<HeadHold | undefined> => {
+            const hold = await holdHead(...args);
+            return (
+              hold && {
+                head: hold.head,
+                append: (r: AppendRequest) => (appends++, hold.append(stale(r))),
+                release: () => hold.release(),
+              }
+            );
+          },
+        }),
+      });
+      try {
+        const without = await ledger.publish(scope, summary(2)).catch((e: unknown) => e);
+        expect(without).toBeInstanceOf(LedgerError);
+        expect(without).toMatchObject({
+          code: 'CHAIN_CONFLICT',
+          message: `session ${scope.session}: another writer's append came first at each of 8 attempts (each read the head again and signed again); nothing was published: publish again`,
+          cause: expect.objectContaining({ code: 'CHAIN_CONFLICT' }),
+        });
+        expect((without as LedgerError).cause).toBeInstanceOf(ManifestError);
+        expect(appends).toBe(8);
+        appends = 0;
+        const guarded = await ledger.publish(scope, summary(3), { expectedPrev: first.id }).catch((e: unknown) => e);
+        expect(guarded).toBeInstanceOf(LedgerError);
+        expect(guarded).toMatchObject({
+          code: 'CHAIN_CONFLICT',
+          message: `session ${scope.session}: the log refused the append on ${first.id} (another writer's append came first), and no other head can be named now; nothing was published: resume the session and go on from its head`,
+        });
+        expect((guarded as LedgerError).cause).toBeInstanceOf(ManifestError);
+        expect(appends).toBe(1);
+      } finally {
+        Reflect.deleteProperty(log, 'append');
+        Reflect.deleteProperty(log, 'holdHead');
+      }
+      expect((await ledger.resume(scope))?.id).toBe(first.id);
     });
 
     it('keeps other principals out, honours grants and durable revocation', async () => {
