@@ -722,6 +722,8 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
             proof: async (oldSize, size) =>
               (await consistencyProof(log, size, oldSize, size)).proof.map((h) => decodeBase64(h)!),
             notice,
+            // Other processes may append to the log: a witness ahead of this process's checkpoint may not be ahead of the log.
+            shared: log.exclusive !== true,
             // What an auditor may open the exported checkpoint with: every checkpoint key this store lists.
             checkpointKeys: () => {
               if (allCheckpointKeys?.generation !== keyring.generation)

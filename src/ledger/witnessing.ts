@@ -192,6 +192,8 @@ interface Witness {
    * next round (`size` is cleared), but what the closing notice says it holds. Cleared by its next answer.
    */
   ahead?: number | undefined;
+  /** The log's size when `ahead` was said: its current tree, read then, smaller than the witness's. */
+  aheadOfLog?: number | undefined;
 }
 
 /**
@@ -270,6 +272,8 @@ export class WitnessPool {
    * the checkpoint submitted, which in a root several processes share is another process's newer checkpoint.
    */
   private current: (() => Promise<SignedCheckpoint>) | undefined;
+  /** Whether other processes may append to the log (`open`'s `shared`). */
+  private shared = false;
   /** This round's answer of `current`: one question per round, however many witnesses are ahead. */
   private latest: Promise<SignedCheckpoint | undefined> | undefined;
 
@@ -308,6 +312,11 @@ export class WitnessPool {
      * witness's line is kept only while the checkpoint with all the lines kept still opens under them.
      */
     checkpointKeys: () => NoteVerifierKey[];
+    /**
+     * Whether other processes may append to the log (PostgreSQL: the log is not `exclusive`). Else the newest
+     * checkpoint this pool submitted is the log's size, and a witness that holds more holds more than the log.
+     */
+    shared?: boolean;
   }): Promise<WitnessPool> {
     const path = `${init.checkpointStem}.cosigned.note`;
     const sizesPath = `${init.checkpointStem}.witnesses.json`;
@@ -315,6 +324,7 @@ export class WitnessPool {
     // ledger's notices (console.warn by default, not only the CLI) gets text that cannot act on a terminal.
     const notice = (message: string) => init.notice(printable(message));
     const pool = new WitnessPool(init.options, path, sizesPath, init.proof, notice, init.checkpointKeys);
+    pool.shared = init.shared === true;
     const sizesText = await readFile(sizesPath, 'utf8').catch(() => undefined);
     if (sizesText !== undefined) {
       try {
@@ -415,7 +425,15 @@ export class WitnessPool {
     this.sayUncosigned();
   }
 
-  /** At close: the witnesses without a cosignature of the newest checkpoint submitted, and the size each holds. */
+  /**
+   * At close: the witnesses without a cosignature of the newest checkpoint submitted, the size each holds, and what the
+   * next submission does with each. A witness behind the checkpoint (or of a size not yet known) is caught up from the
+   * size it holds. One that holds a larger tree than the log (the log's tree read smaller, or, where no other process
+   * appends to the log, larger than this checkpoint) cosigns nothing until the log extends its tree: after a restore
+   * from a backup older than it, never (README, Witnesses after a restore). One that holds more than this checkpoint of
+   * a log other processes share, the log's tree not read before the close, is either: caught up if another process
+   * has published that far, refusing if the log is smaller.
+   */
   private sayUncosigned(): void {
     const cp = this.target;
     if (!cp) return;
@@ -423,19 +441,40 @@ export class WitnessPool {
     const lines = this.cosigned?.text === text ? this.cosigned.lines : undefined;
     const behind = this.witnesses.filter((w) => !lines?.has(w.id));
     if (behind.length === 0) return;
+    const size = cp.checkpoint.size;
+    const said = new Set<'behind' | 'larger' | 'unread'>();
     const named = behind.map((w) => {
       const why = this.cut.has(w.id)
         ? this.closeWaitMs > 0
           ? `no answer within the ${this.closeWaitMs} ms close() waited; `
           : 'not waited for; '
         : '';
-      // A witness said to hold a larger tree than this log is said to hold it here too, not to be unknown.
-      const size = w.size ?? w.ahead;
-      const held = size !== undefined ? `it holds size ${size}` : 'its size not yet known';
-      return `${w.url} (${why}${held})`;
+      // A witness said to hold a larger tree than this log's is said to hold it here too, not to be unknown.
+      if (w.ahead !== undefined || (w.size !== undefined && w.size > size && !this.shared)) {
+        said.add('larger');
+        const held = w.ahead ?? w.size!;
+        return `${w.url} (${why}it holds a tree of ${held} entries, larger than this log's ${w.ahead !== undefined ? (w.aheadOfLog ?? size) : size})`;
+      }
+      if (w.size !== undefined && w.size > size) {
+        said.add('unread');
+        return `${w.url} (${why}it holds size ${w.size}, larger than this checkpoint; the log's current size was not read before the close)`;
+      }
+      said.add('behind');
+      return `${w.url} (${why}${w.size !== undefined ? `it holds size ${w.size}` : 'its size not yet known'})`;
     });
+    const then = [
+      "the next publish, checkpoint or export with these witnesses submits the log's newest tree to each, from the size it holds",
+    ];
+    if (said.has('larger'))
+      then.push(
+        "a witness that holds a larger tree than the log's cosigns none of it until the log extends that tree, which a log restored from a backup older than that tree never does (README, Witnesses after a restore)",
+      );
+    if (said.has('unread'))
+      then.push(
+        "one that holds more than this checkpoint cosigns the log's tree if another process of this shared log has published that far, and none of it if the log is smaller (restored from a backup older than that tree)",
+      );
     this.notice(
-      `witnesses: closing with the checkpoint of size ${cp.checkpoint.size} not cosigned by ${named.join(', ')}; the next publish, checkpoint or export with these witnesses submits the log's newest tree to each, from the size it holds`,
+      `witnesses: closing with the checkpoint of size ${size} not cosigned by ${named.join(', ')}; ${then.join('; ')}`,
     );
   }
 
@@ -530,7 +569,7 @@ export class WitnessPool {
       // A size past 2^53 − 1 is no size of a log (Number() would read another one): a refusal like any other, below.
       const held = /^(0|[1-9][0-9]{0,15})\n$/.test(body) ? Number(body.trim()) : NaN;
       // An answer: what it said of a larger tree before is superseded (ranAhead says it again if it still holds one).
-      w.ahead = undefined;
+      Object.assign(w, { ahead: undefined, aheadOfLog: undefined });
       if (res.status === 409 && Number.isSafeInteger(held)) {
         Object.assign(w, { size: held, fromDisk: false });
         // Below a size it cosigned of this log: a witness never goes back, so this one lost or rolled back its state
@@ -642,7 +681,7 @@ export class WitnessPool {
     this.refused(w, size, `witness ${w.url} holds a tree of ${held} entries, larger than this log's ${now}`);
     // Believed for this round only: the next one asks again, so a witness that was reset or misconfigured
     // for a while is caught up once it answers otherwise. The closing notice still says the size it named.
-    Object.assign(w, { size: undefined, fromDisk: false, ahead: held });
+    Object.assign(w, { size: undefined, fromDisk: false, ahead: held, aheadOfLog: now });
     return false;
   }
 

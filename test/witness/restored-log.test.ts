@@ -94,7 +94,7 @@ describe('a store restored from a backup, submitted to the witness that cosigned
     expect(report.findings.map((f) => f.code)).toEqual(['WITNESS_QUORUM_MISSING']);
   }, 120_000);
 
-  it('closes saying the size the witness holds, larger than the log, not that its size is unknown', async () => {
+  it('closes saying the size the witness holds, larger than the log, and that it cosigns nothing the restored log does not extend its tree with', async () => {
     rmSync(root, { recursive: true });
     cpSync(join(base, 'backup'), root, { recursive: true });
     const ledger = await open();
@@ -105,7 +105,7 @@ describe('a store restored from a backup, submitted to the witness that cosigned
     const said = notices.filter((m) => m.includes(w.url));
     expect(said[0]).toBe(`witness ${w.url} holds a tree of 5 entries, larger than this log's 4`);
     expect(said.slice(1)).toEqual([
-      `witnesses: closing with the checkpoint of size 4 not cosigned by ${w.url} (it holds size 5); the next publish, checkpoint or export with these witnesses submits the log's newest tree to each, from the size it holds`,
+      `witnesses: closing with the checkpoint of size 4 not cosigned by ${w.url} (it holds a tree of 5 entries, larger than this log's 4); the next publish, checkpoint or export with these witnesses submits the log's newest tree to each, from the size it holds; a witness that holds a larger tree than the log's cosigns none of it until the log extends that tree, which a log restored from a backup older than that tree never does (README, Witnesses after a restore)`,
     ]);
   }, 60_000);
 });

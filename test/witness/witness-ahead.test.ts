@@ -18,6 +18,7 @@ import { WitnessPool } from '../../src/ledger/witnessing.js';
 import { createWitnessServer } from '../../src/witness/server.js';
 import { WitnessState } from '../../src/witness/state.js';
 import { addCheckpoint, HandLog, noteSigner } from './support.js';
+import { LedgerError } from '../../src/errors.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-witness-ahead-'));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -36,7 +37,7 @@ async function checkpointOf(n: number): Promise<SignedCheckpoint> {
  * A witness holding the tree of 6 leaves, and a pool whose log's current tree is that of `current` leaves (or cannot be
  * read: the error).
  */
-async function scene(current: number | Error) {
+async function scene(current: number | Error, shared = false) {
   const state = await WitnessState.open(join(base, `state-${dirs++}`));
   const server: Server = createWitnessServer({
     signer: witness,
@@ -53,6 +54,7 @@ async function scene(current: number | Error) {
     proof: async (oldSize, size) => log.proof(oldSize, leaves.slice(0, size)),
     notice: (m) => notices.push(m),
     checkpointKeys: () => [parseVerifierKey(log.vkey)],
+    shared,
   });
   let asked = 0;
   pool.follow(async () => {
@@ -63,6 +65,7 @@ async function scene(current: number | Error) {
   return {
     pool,
     notices,
+    url,
     asked: () => asked,
     async close() {
       await pool.close();
@@ -142,5 +145,41 @@ describe('a witness ahead of the checkpoint submitted', () => {
     } finally {
       await s.close();
     }
+  });
+
+  describe('the closing notice says what the next submission does with it', () => {
+    const then =
+      "the next publish, checkpoint or export with these witnesses submits the log's newest tree to each, from the size it holds";
+    const larger =
+      "a witness that holds a larger tree than the log's cosigns none of it until the log extends that tree, which a log restored from a backup older than that tree never does (README, Witnesses after a restore)";
+    const closing = (notices: string[]) => notices.filter((n) => n.startsWith('witnesses: closing'));
+
+    it("the log's tree read smaller than the witness's (a restore): it cosigns nothing the log does not extend its tree with", async () => {
+      const s = await scene(5, true);
+      await s.pool.cosign(await checkpointOf(4));
+      await s.close();
+      expect(closing(s.notices)).toEqual([
+        // The log's newer tree (5) became the checkpoint submitted.
+        `witnesses: closing with the checkpoint of size 5 not cosigned by ${s.url} (it holds a tree of 6 entries, larger than this log's 5); ${then}; ${larger}`,
+      ]);
+    });
+
+    it('a log no other process appends to, its tree unread as the ledger closes: larger than the log, as its checkpoint is the log', async () => {
+      const s = await scene(new LedgerError('CLOSED', 'the ledger is closed'));
+      await s.pool.cosign(await checkpointOf(4));
+      await s.close();
+      expect(closing(s.notices)).toEqual([
+        `witnesses: closing with the checkpoint of size 4 not cosigned by ${s.url} (it holds a tree of 6 entries, larger than this log's 4); ${then}; ${larger}`,
+      ]);
+    });
+
+    it("a shared log's tree unread as the ledger closes: either outcome, each said", async () => {
+      const s = await scene(new LedgerError('CLOSED', 'the ledger is closed'), true);
+      await s.pool.cosign(await checkpointOf(4));
+      await s.close();
+      expect(closing(s.notices)).toEqual([
+        `witnesses: closing with the checkpoint of size 4 not cosigned by ${s.url} (it holds size 6, larger than this checkpoint; the log's current size was not read before the close); ${then}; one that holds more than this checkpoint cosigns the log's tree if another process of this shared log has published that far, and none of it if the log is smaller (restored from a backup older than that tree)`,
+      ]);
+    });
   });
 });
