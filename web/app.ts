@@ -26,7 +26,7 @@ import {
   shownLines,
   showWitnesses,
 } from './report-view.js';
-import { printable, quoted } from '../manifests/encoding/printable.js';
+import { printableOnce, quoted } from '../manifests/encoding/printable.js';
 import { errorText } from '../store/errors.js';
 import { roleOfDroppedFile, SIDE_FILE_ROLES, SIDE_FILES, unplacedFile, type SideFileRole } from './side-files.js';
 import { bundleFromFiles, bundleFromPreload, filesOfInput, preloadOf, type PickedBundle } from './sources.js';
@@ -165,7 +165,9 @@ function refreshPicked(): void {
       // As many as were given: the files audit-ui was started with are named as such, however it serves them.
       const names = chosen.flatMap((c) => (c.servedFrom?.length ? c.servedFrom : [c.name]));
       const served = chosen.some((c) => c.servedFrom) ? ', served by audit-ui' : '';
-      part = `${names.length === 1 ? noun : `${noun}s`} ${names.join(', ')}${served}`;
+      // Each name quoted, as a refusal names a file: a name is data (a file called `a.json; trust file b.json` would
+      // otherwise read as two), the line escaped once (printable would double the backslashes of the quotes).
+      part = `${names.length === 1 ? noun : `${noun}s`} ${names.map((n) => quoted(n)).join(', ')}${served}`;
     }
     lines.push([role, part]);
   }
@@ -177,9 +179,9 @@ function refreshPicked(): void {
   if (!preloading) {
     for (const [role, line] of lines) {
       const shown = $(`${role}-chosen`);
-      if (shown.textContent !== printable(line)) shown.textContent = printable(line);
+      if (shown.textContent !== printableOnce(line)) shown.textContent = printableOnce(line);
     }
-    announce('picked-status', lines.map(([, line]) => printable(line)).join('; '));
+    announce('picked-status', lines.map(([, line]) => printableOnce(line)).join('; '));
   }
   const settingParts: string[] = [];
   const quorum = quorumTyped();
@@ -187,9 +189,10 @@ function refreshPicked(): void {
   const settings = auditorSettings();
   if (settings.requireBlobs) settingParts.push('blobs required');
   if (settings.expect !== undefined) settingParts.push(`expecting a ${settings.expect} bundle`);
-  if (settings.principal !== undefined) settingParts.push(`principal ${settings.principal}`);
-  if (settings.session !== undefined) settingParts.push(`session ${settings.session}`);
-  $('picked-settings').textContent = settingParts.length > 0 ? printable(`; ${settingParts.join('; ')}`) : '';
+  // The ids as typed, quoted as the worker's refusal of one quotes it (they are checked only when verifying).
+  if (settings.principal !== undefined) settingParts.push(`principal ${quoted(settings.principal)}`);
+  if (settings.session !== undefined) settingParts.push(`session ${quoted(settings.session)}`);
+  $('picked-settings').textContent = settingParts.length > 0 ? printableOnce(`; ${settingParts.join('; ')}`) : '';
   // Not `disabled`: a disabled button is skipped by Tab, and a keyboard user would not find it. A press while it is
   // unavailable says why (pressVerify), and verify() starts nothing until it is ready.
   const why = notReady();

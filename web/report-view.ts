@@ -26,7 +26,7 @@ import type { Finding } from '../manifests/audit/findings.js';
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import { STATE_STYLE } from './history/canvas.js';
 import type { Mark, MarkState, Row } from './history/model.js';
-import { counted, printable, printableOnce } from '../manifests/encoding/printable.js';
+import { counted, printable, printableOnce, quoted } from '../manifests/encoding/printable.js';
 
 /** Findings and chains listed in the page; the JSON export always carries the whole report. */
 const MAX_LISTED = 2000;
@@ -114,7 +114,7 @@ export function showWitnesses(target: HTMLElement, report: BundleAuditReport, ke
     .filter((c) => c.startsWith('WITNESS_') || c.startsWith('CHECKPOINT_'))
     .join(', ');
   target.className = met && !codes ? 'ok' : 'failed';
-  const head = `${met ? '✓ witness quorum met' : '✗ witness quorum not met'} (witness keys ${printable(keysName)})${codes ? `: ${codes}` : ''}`;
+  const head = `${met ? '✓ witness quorum met' : '✗ witness quorum not met'} (witness keys ${quoted(keysName)})${codes ? `: ${codes}` : ''}`;
   target.textContent = shownLines(w ? [head, describeWitnesses(w)] : [head]);
 }
 

@@ -85,7 +85,7 @@ export function bundleFromFiles(
       ...(blobs ? { blobs } : {}),
       ...(notFiles.length > 0 ? { notFiles } : {}),
     },
-    description: `bundle ${name}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${counted(count, 'blob')}` : ''}${tree[BUNDLE_CHECKPOINT_FILE] ? `, cut at ${BUNDLE_CHECKPOINT_FILE}` : ''}`,
+    description: `bundle ${quoted(name)}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${counted(count, 'blob')}` : ''}${tree[BUNDLE_CHECKPOINT_FILE] ? `, cut at ${BUNDLE_CHECKPOINT_FILE}` : ''}`,
   };
 }
 
@@ -140,6 +140,6 @@ export function bundleFromPreload(p: NonNullable<Preload['bundle']>): PickedBund
   return {
     name: p.name,
     source: { kind: 'url', base: new URL(p.base, location.href).href, hasBlobs: p.hasBlobs, tree: p.tree ?? [] },
-    description: `bundle ${p.name}, served by handoff-ledger audit-ui`,
+    description: `bundle ${quoted(p.name)}, served by handoff-ledger audit-ui`,
   };
 }

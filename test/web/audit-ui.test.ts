@@ -40,7 +40,7 @@ import { ensurePageBuilt } from '../support/page-build.js';
 import { cliVerify, writeCheckpointFiles, writeWitnessFiles } from '../support/checkpoint-bundle.js';
 import { codesAt, expectSameAsCli, PAGE_URL, pageFindings, picked } from '../support/page-checks.js';
 import { keyIdOf } from '../../manifests/format/trust.js';
-import { printable } from '../../manifests/encoding/printable.js';
+import { printable, quoted } from '../../manifests/encoding/printable.js';
 
 beforeAll(() => {
   ensurePageBuilt();
@@ -443,7 +443,9 @@ describe('audit-ui with an earlier checkpoint and witness keys', () => {
           const seen = watchPage(page);
           await page.goto(server.url);
           await expectSameAsCli(page, expected.report!);
-          expect(await picked(page)).toContain('earlier checkpoint earlier.note; witness keys witnesses.txt; quorum 2');
+          expect(await picked(page)).toContain(
+            'earlier checkpoint "earlier.note"; witness keys "witnesses.txt"; quorum 2',
+          );
           expect(await page.inputValue('#quorum-input')).toBe('2');
           expect(await page.textContent('#checkpoint-info')).toContain(
             "earlier checkpoint earlier.note: extended by this bundle's checkpoint",
@@ -1018,7 +1020,7 @@ describe('audit-ui with several --trust files', () => {
         expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(expected.report!)}`);
         expect(await pageFindings(page)).toEqual(codesAt(expected.report!));
         const line = await picked(page);
-        expect(line).toContain(`; trust files trust.json, ${printable(otherName)}, served by audit-ui;`);
+        expect(line).toContain(`; trust files "trust.json", ${quoted(otherName)}, served by audit-ui;`);
         expect(line).not.toContain('\u202e');
         expect(seen.errors).toEqual([]);
       } finally {

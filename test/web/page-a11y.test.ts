@@ -177,8 +177,8 @@ describe('choosing files and settings, as a screen reader has them', { timeout: 
       await page.setInputFiles('#bundle-input', bundle);
       await page.setInputFiles('#trust-input', trust);
       await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
-      expect((await ax(page, '#bundle-choose')).description).toMatch(/^bundle bundle: [\d,]+ bytes of manifests$/);
-      expect((await ax(page, '#trust-choose')).description).toMatch(/^trust file trust\.json the pinned public keys/);
+      expect((await ax(page, '#bundle-choose')).description).toMatch(/^bundle "bundle": [\d,]+ bytes of manifests$/);
+      expect((await ax(page, '#trust-choose')).description).toMatch(/^trust file "trust\.json" the pinned public keys/);
       // The inputs were cleared once read (the same file picked again is read again), and no control says so.
       for (const id of ['#bundle-input', '#trust-input'])
         expect(await page.$eval(id, (input) => (input as unknown as { value: string }).value), id).toBe('');
@@ -322,8 +322,8 @@ describe('what is chosen and how a run went, read once', { timeout: 180_000 }, (
       await page.setInputFiles('#trust-input', trust);
       await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
       const [bundleLine = '', trustLine] = await lines();
-      expect(bundleLine).toMatch(/^bundle bundle: [\d,]+ bytes of manifests$/);
-      expect(trustLine).toBe('trust file trust.json');
+      expect(bundleLine).toMatch(/^bundle "bundle": [\d,]+ bytes of manifests$/);
+      expect(trustLine).toBe('trust file "trust.json"');
       // Reading the page, each file is named once: in the status, not again in the line beside its picker.
       const read = await textRead(page);
       expect(read.filter((t) => t.includes('trust.json'))).toEqual([await page.textContent('#picked-status')]);
@@ -331,7 +331,7 @@ describe('what is chosen and how a run went, read once', { timeout: 180_000 }, (
       for (const id of pickerLines) expect((await ax(page, id)).ignored, id).toBe(true);
       // Each picker's button is still described by its line (a hidden element referenced by aria-describedby).
       expect((await ax(page, '#bundle-choose')).description).toBe(bundleLine);
-      expect((await ax(page, '#trust-choose')).description).toMatch(/^trust file trust\.json the pinned public keys/);
+      expect((await ax(page, '#trust-choose')).description).toMatch(/^trust file "trust\.json" the pinned public keys/);
       expect(seen.errors).toEqual([]);
     } finally {
       await page.close();
@@ -347,7 +347,7 @@ describe('what is chosen and how a run went, read once', { timeout: 180_000 }, (
       await page.setInputFiles('#trust-input', trust);
       await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
       const files = (await picked(page))!;
-      expect(files).toMatch(/^bundle bundle: [^;]+; trust file trust\.json; no earlier checkpoint chosen/);
+      expect(files).toMatch(/^bundle "bundle": [^;]+; trust file "trust\.json"; no earlier checkpoint chosen/);
       // Met once reading the page: the status is the line on screen (WCAG's technique ARIA22), not a hidden copy.
       expect((await textRead(page)).filter((t) => t === files)).toEqual([files]);
       expect(await liveness(page, 'picked-status')).toBe('polite');
@@ -355,10 +355,10 @@ describe('what is chosen and how a run went, read once', { timeout: 180_000 }, (
       expect(await page.textContent('#picked-status')).toBe(files);
       // The settings typed follow on the same line, outside the status (not said again at each key).
       await page.fill('#principal-input', 'alice');
-      await expect.poll(() => picked(page), UPDATE_WAIT).toBe(`${files}; principal alice`);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toBe(`${files}; principal "alice"`);
       expect(await page.textContent('#picked-status')).toBe(files);
       expect(await liveness(page, 'picked-settings')).toBe('off');
-      expect((await textRead(page)).filter((t) => t.includes('trust file trust.json;'))).toEqual([files]);
+      expect((await textRead(page)).filter((t) => t.includes('trust file "trust.json";'))).toEqual([files]);
 
       await page.click('#verify');
       await page.waitForSelector('body[data-state="ok"]', { timeout: VERDICT_WAIT_MS });
@@ -418,7 +418,7 @@ describe('Verify before there is something to verify', { timeout: 180_000 }, () 
       expect(await liveness(page, 'progress-status')).toBe('polite');
       expect(await activeId(page)).toBe('verify');
       await page.setInputFiles('#bundle-input', bundle);
-      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle bundle: /);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle "bundle": /);
       // A choice clears what was said; pressed again, what is still missing.
       expect(await status()).toBe('');
       await press();

@@ -61,7 +61,7 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       await expect
         .poll(() => picked(page), { timeout: 30_000 })
         .toMatch(
-          /^bundle audit-2026-11: \d[\d,]* bytes of manifests, \d+ blobs, cut at checkpoint\.note; trust file trust\.json; earlier checkpoint forked\.note; no witness keys chosen \(optional\)$/,
+          /^bundle "audit-2026-11": \d[\d,]* bytes of manifests, \d+ blobs, cut at checkpoint\.note; trust file "trust\.json"; earlier checkpoint "forked\.note"; no witness keys chosen \(optional\)$/,
         );
       expect(await page.isEnabled('#verify')).toBe(true);
       await page.click('#verify');
@@ -89,7 +89,7 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       await dropFiles(page, [f.bundle, f.trust]);
       await expect
         .poll(() => picked(page), { timeout: 30_000 })
-        .toMatch(/^bundle audit-2026-11: .*; trust file trust\.json;/);
+        .toMatch(/^bundle "audit-2026-11": .*; trust file "trust\.json";/);
       await page.click('#verify');
       await expectSameAsCli(page, (await cli()).report!);
       expect(seen.requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('blob:'))).toEqual([]);
@@ -105,13 +105,13 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
     try {
       await page.goto(PAGE);
       await dropFiles(page, [f.trust]);
-      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('trust file trust.json');
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('trust file "trust.json"');
       // One drop, one file the page takes and one it does not: the refusal stays on screen.
       await dropFiles(page, [stray, f.earlier]);
       await expect
         .poll(() => picked(page), { timeout: 30_000 })
         .toBe(
-          'no bundle chosen; trust file trust.json; earlier checkpoint earlier.note; no witness keys chosen (optional)',
+          'no bundle chosen; trust file "trust.json"; earlier checkpoint "earlier.note"; no witness keys chosen (optional)',
         );
       expect(await page.textContent('#error')).toBe(
         '"notes.md" is not a folder, nor a trust file (.json) or earlier checkpoint (.note) or witness keys (.txt, .vkeys): use the pickers to choose it',
@@ -151,7 +151,7 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
         await dropFiles(page, [dir, f.trust]);
         await expect
           .poll(() => picked(page), { timeout: 30_000 })
-          .toMatch(/^bundle audit-s1: .*, 0 blobs.*; trust file/);
+          .toMatch(/^bundle "audit-s1": .*, 0 blobs.*; trust file/);
         await page.click('#verify');
         // Codes, lines and verdict: these findings' lines are drawn, so each carries a "show manifest" button.
         await page.waitForSelector('body[data-state="failed"]', { timeout: 90_000 });
@@ -194,7 +194,7 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
         await expect
           .poll(() => picked(page), { timeout: 30_000 })
           .toMatch(
-            /^bundle audit-2026-11: \d[\d,]* bytes of manifests, 3 blobs, cut at checkpoint\.note; trust file trust\.json;/,
+            /^bundle "audit-2026-11": \d[\d,]* bytes of manifests, 3 blobs, cut at checkpoint\.note; trust file "trust\.json";/,
           );
         expect(await page.isHidden('#error')).toBe(true);
         await page.click('#verify');
@@ -212,11 +212,11 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
     try {
       await page.goto(PAGE);
       await dropFiles(page, [f.bundle]);
-      await expect.poll(() => picked(page), { timeout: 30_000 }).toMatch(/^bundle audit-2026-11: /);
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toMatch(/^bundle "audit-2026-11": /);
       await dropFiles(page, [f.bundle, f.sessionBundle]);
       await expect.poll(() => page.textContent('#error'), { timeout: 30_000 }).toBe('drop one bundle folder');
       expect(await page.isVisible('#error')).toBe(true);
-      expect(await picked(page)).toMatch(/^bundle audit-2026-11: /);
+      expect(await picked(page)).toMatch(/^bundle "audit-2026-11": /);
     } finally {
       await page.close();
     }
@@ -234,7 +234,7 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
         await expect(page.setInputFiles(id, [f.earlier, f.forked]), id).rejects.toThrow(/single file/);
       }
       await dropFiles(page, [f.bundle, f.trust, f.earlier, keys[0]!]);
-      const chosen = /; earlier checkpoint earlier\.note; witness keys w1\.txt$/;
+      const chosen = /; earlier checkpoint "earlier\.note"; witness keys "w1\.txt"$/;
       await expect.poll(() => picked(page), { timeout: 30_000 }).toMatch(chosen);
       await dropFiles(page, [f.forked, f.foreign]);
       await expect
@@ -277,7 +277,7 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       await page.focus('#principal-input');
       await page.keyboard.type('ali');
       await dropFiles(page, [f.earlier]);
-      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; earlier checkpoint earlier.note;');
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; earlier checkpoint "earlier.note";');
       await page.keyboard.type('ce');
       expect(await activeId(page)).toBe('principal-input');
       expect(await page.inputValue('#principal-input')).toBe('alice');

@@ -72,7 +72,7 @@ async function pick(page: Page, since: string): Promise<void> {
   await pickBundle(page, f.bundle);
   await page.setInputFiles('#since-input', since);
   // The page reads it asynchronously: Verify, enabled once the trust file is read, would verify without it.
-  await expect.poll(() => picked(page), { timeout: 10_000 }).toContain(`; earlier checkpoint ${basename(since)};`);
+  await expect.poll(() => picked(page), { timeout: 10_000 }).toContain(`; earlier checkpoint "${basename(since)}";`);
 }
 
 describe('the checkpoint a bundle was cut at (step 9)', { timeout: 180_000 }, () => {
@@ -202,7 +202,7 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
     const seen = watchPage(page);
     try {
       await pick(page, f.earlier);
-      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('earlier checkpoint earlier.note');
+      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('earlier checkpoint "earlier.note"');
       await page.click('#verify');
       await expectSameAsCli(page, expected.report!);
       const info = await page.textContent('#checkpoint-info');
@@ -253,7 +253,7 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
       await expect.poll(() => page.isDisabled('#verify'), { timeout: 5_000 }).toBe(true);
       expect(await picked(page)).not.toContain('earlier.note');
       await page.evaluate(() => (globalThis as unknown as { releaseReads: () => void }).releaseReads());
-      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('; earlier checkpoint earlier.note;');
+      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('; earlier checkpoint "earlier.note";');
       expect(await page.isEnabled('#verify')).toBe(true);
       await page.click('#verify');
       await expectSameAsCli(page, expected.report!);
@@ -273,7 +273,7 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
     const seen = watchPage(page);
     try {
       await pick(page, f.forked);
-      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('earlier checkpoint forked.note');
+      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('earlier checkpoint "forked.note"');
       await page.click('#verify');
       await expectSameAsCli(page, expected.report!);
       expect(await page.textContent('#checkpoint-info')).toContain(
@@ -306,7 +306,7 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
         .poll(() => page.textContent('#error'), { timeout: 10_000 })
         .toBe('USAGE: --since "huge.note": over 64 KiB');
       // The refused file replaced nothing: the one chosen before is still the one that would be used.
-      expect(await picked(page)).toContain('earlier checkpoint foreign.note');
+      expect(await picked(page)).toContain('earlier checkpoint "foreign.note"');
     } finally {
       await page.close();
     }
@@ -343,7 +343,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
     await pickBundle(page, dir);
     await page.setInputFiles('#witness-keys-input', w.keys);
     if (quorum !== undefined) await page.getByLabel(/Witness quorum/).fill(quorum);
-    await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('witness keys witnesses.txt');
+    await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('witness keys "witnesses.txt"');
     await page.click('#verify');
   }
 
@@ -375,7 +375,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
       expect(exported.checked.witnesses).toEqual(expected.report!.checked.witnesses);
       expect(exported.checked.signers).toEqual(expected.report!.checked.signers);
       const info = await page.textContent('#witness-info');
-      expect(info).toBe(`✓ witness quorum met (witness keys witnesses.txt)\n${describeWitnesses(summary)}`);
+      expect(info).toBe(`✓ witness quorum met (witness keys "witnesses.txt")\n${describeWitnesses(summary)}`);
       expect(info).toContain(`at ${new Date(w.time * 1000).toISOString()}`);
       // The witness named with markup is text on the page: nothing of it was parsed or ran.
       const dom = await page.evaluate(() => ({
@@ -399,7 +399,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
       await verifyWith(page, w.one, '2');
       await expectSameAsCli(page, expected.report!);
       expect(await page.textContent('#witness-info')).toBe(
-        `✗ witness quorum not met (witness keys witnesses.txt): WITNESS_QUORUM_MISSING\n${describeWitnesses(expected.report!.checkpoint!.witnesses!)}`,
+        `✗ witness quorum not met (witness keys "witnesses.txt"): WITNESS_QUORUM_MISSING\n${describeWitnesses(expected.report!.checkpoint!.witnesses!)}`,
       );
       expect(await page.getAttribute('#witness-info', 'class')).toBe('failed');
     } finally {
@@ -415,7 +415,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
       await verifyWith(page, w.pasted, '2');
       await expectSameAsCli(page, expected.report!);
       expect(await page.textContent('#witness-info')).toMatch(
-        /^✗ witness quorum not met \(witness keys witnesses\.txt\): WITNESS_COSIGNATURE_INVALID, WITNESS_QUORUM_MISSING\nwitnesses: 1 of 2 pinned cosigned \(quorum 2\): "witness\.example\/w1\+/,
+        /^✗ witness quorum not met \(witness keys "witnesses\.txt"\): WITNESS_COSIGNATURE_INVALID, WITNESS_QUORUM_MISSING\nwitnesses: 1 of 2 pinned cosigned \(quorum 2\): "witness\.example\/w1\+/,
       );
     } finally {
       await page.close();
@@ -464,7 +464,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
       await expect
         .poll(() => page.textContent('#error'), { timeout: 30_000 })
         .toBe('USAGE: --witness-keys "huge-witnesses.txt": input is larger than 16777216 bytes');
-      expect(await picked(page)).toContain('witness keys bad-witnesses.txt');
+      expect(await picked(page)).toContain('witness keys "bad-witnesses.txt"');
     } finally {
       await page.close();
     }
@@ -485,7 +485,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
       await page.setInputFiles('#trust-input', badTrust);
       await page.fill('#principal-input', 'not an id');
       await expect.poll(() => page.isEnabled('#verify'), { timeout: 10_000 }).toBe(true);
-      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('trust file not-a-trust-store.json');
+      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('trust file "not-a-trust-store.json"');
       await page.click('#verify');
       await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
       expect(await page.textContent('#error')).toMatch(/^USAGE: the principal/);
@@ -526,7 +526,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
       await expect
         .poll(() => picked(page), { timeout: 30_000 })
         .toMatch(
-          /^bundle cosigned: .*; trust file trust\.json; no earlier checkpoint chosen \(optional\); witness keys witnesses\.txt$/,
+          /^bundle "cosigned": .*; trust file "trust\.json"; no earlier checkpoint chosen \(optional\); witness keys "witnesses\.txt"$/,
         );
       // Replaced from the keyboard: a labelled file input and a labelled text input, reached with Tab.
       await chooseByKeyboard(page, 'witnesses-choose', w.keys);
@@ -543,7 +543,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
           })
           .catch(() => undefined);
       }
-      await expect.poll(() => picked(page), { timeout: 10_000 }).toMatch(/; witness keys witnesses\.txt; quorum 2$/);
+      await expect.poll(() => picked(page), { timeout: 10_000 }).toMatch(/; witness keys "witnesses\.txt"; quorum 2$/);
       // The keys chosen again have the name of those dropped: the line above cannot tell they are read; Verify can
       // (unavailable, aria-disabled, until they are).
       await expect.poll(() => page.isEnabled('#verify'), { timeout: 30_000 }).toBe(true);

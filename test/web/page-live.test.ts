@@ -123,13 +123,13 @@ describe("the page's live regions", { timeout: 180_000 }, () => {
       await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
       const afterPicks = await changes(page, 'picked-status');
       expect(afterPicks.at(-1)).toMatch(
-        /^bundle bundle: [^;]+; trust file trust\.json; no earlier checkpoint chosen \(optional\); no witness keys chosen \(optional\)$/,
+        /^bundle "bundle": [^;]+; trust file "trust\.json"; no earlier checkpoint chosen \(optional\); no witness keys chosen \(optional\)$/,
       );
       expect(afterPicks).toHaveLength(2);
       await page.type('#quorum-input', '12');
       await page.type('#principal-input', 'alice');
       await page.type('#session-input', 's1');
-      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; principal alice; session s1');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; principal "alice"; session "s1"');
       expect(await picked(page)).toContain('; quorum 12;');
       // Nine keys typed: #picked changed at each, the status not once.
       expect(await changes(page, 'picked-status')).toEqual(afterPicks);
@@ -161,12 +161,12 @@ describe("the page's live regions", { timeout: 180_000 }, () => {
       // Not "no trust file chosen" while the trust file was on its way: what audit-ui was started with, once.
       expect(await page.evaluate(() => (globalThis as any).__said as string[])).toEqual([
         expect.stringMatching(
-          /^bundle bundle, served by handoff-ledger audit-ui; trust file trust\.json, served by audit-ui; no earlier checkpoint chosen \(optional\); no witness keys chosen \(optional\)$/,
+          /^bundle "bundle", served by handoff-ledger audit-ui; trust file "trust\.json", served by audit-ui; no earlier checkpoint chosen \(optional\); no witness keys chosen \(optional\)$/,
         ),
       ]);
       // The picker lines are written with the status, once: never words on screen the status does not say.
       expect(await page.evaluate(() => (globalThis as any).__shown as string[])).toEqual([
-        'bundle bundle, served by handoff-ledger audit-ui',
+        'bundle "bundle", served by handoff-ledger audit-ui',
       ]);
     } finally {
       await page.close();

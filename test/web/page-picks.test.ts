@@ -134,11 +134,11 @@ describe('the last choice of a kind is the one verified, whichever read ends las
       await call(page, 'holdRead', 'trust.json');
       await page.setInputFiles('#trust-input', trust);
       await page.setInputFiles('#trust-input', otherTrust);
-      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file other-trust.json;');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file "other-trust.json";');
       // The first pick's read ends now, after the second's: the auditor's last pick stays chosen.
       await call(page, 'releaseRead', 'trust.json');
       await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
-      expect(await picked(page)).toContain('; trust file other-trust.json;');
+      expect(await picked(page)).toContain('; trust file "other-trust.json";');
       await page.click('#verify');
       await expectSameAsCli(page, expected);
       expect(seen.errors).toEqual([]);
@@ -154,16 +154,16 @@ describe('the last choice of a kind is the one verified, whichever read ends las
     try {
       await page.goto(PAGE);
       await page.setInputFiles('#trust-input', trust);
-      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file trust.json;');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file "trust.json";');
       await call(page, 'holdDrops');
       await dropFiles(page, [tampered]);
       await page.setInputFiles('#bundle-input', good);
-      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle good-bundle:/);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle "good-bundle":/);
       // Verify waits for the drop being read: pressed now, its run would be stopped when the drop lands.
       expect(await page.isDisabled('#verify')).toBe(true);
       await call(page, 'releaseDrops');
       await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
-      expect(await picked(page)).toMatch(/^bundle good-bundle:/);
+      expect(await picked(page)).toMatch(/^bundle "good-bundle":/);
       await page.click('#verify');
       await expectSameAsCli(page, expected);
     } finally {
@@ -184,7 +184,7 @@ describe('Verify waits only for reads whose files may still be taken', { timeout
       await page.setInputFiles('#trust-input', trust);
       expect(await page.isDisabled('#verify')).toBe(true);
       await page.setInputFiles('#trust-input', otherTrust);
-      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file other-trust.json;');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file "other-trust.json";');
       // trust.json is still being read, but will not be taken: Verify does not wait for it.
       await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
       await page.click('#verify');
@@ -193,7 +193,7 @@ describe('Verify waits only for reads whose files may still be taken', { timeout
       // Its read ends after the verdict: the verdict on the file chosen last stays, and so does that file.
       await page.waitForTimeout(500);
       expect(await shownState(page)).toEqual({ state: 'failed', result: true });
-      expect(await picked(page)).toContain('; trust file other-trust.json;');
+      expect(await picked(page)).toContain('; trust file "other-trust.json";');
       expect(await page.isEnabled('#verify')).toBe(true);
       expect(seen.errors).toEqual([]);
     } finally {
@@ -218,7 +218,7 @@ describe('a verdict is shown only for what is chosen now', { timeout: 180_000 },
       await expect.poll(() => shownState(page), UPDATE_WAIT).toEqual({ state: undefined, result: false });
       expect(await page.isDisabled('#verify')).toBe(true);
       await call(page, 'releaseRead', 'other-trust.json');
-      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file other-trust.json;');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file "other-trust.json";');
       await page.click('#verify');
       await expectSameAsCli(page, await cliReport(good, otherTrust));
     } finally {
@@ -240,9 +240,9 @@ describe('a verdict is shown only for what is chosen now', { timeout: 180_000 },
       // The dropped folder is still being walked: the ✓ on the bundle chosen before is not left beside it.
       await expect.poll(() => shownState(page), UPDATE_WAIT).toEqual({ state: undefined, result: false });
       expect(await page.isDisabled('#verify')).toBe(true);
-      expect(await picked(page)).toMatch(/^bundle good-bundle:/);
+      expect(await picked(page)).toMatch(/^bundle "good-bundle":/);
       await call(page, 'releaseDrops');
-      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle tampered-bundle:/);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle "tampered-bundle":/);
       await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
       await page.click('#verify');
       // The tampered bundle's verdict (its findings' lines are drawn: each carries a "show manifest" button).
@@ -333,7 +333,7 @@ describe('what the page cannot read or run is said, with a code', { timeout: 180
         .poll(() => page.textContent('#error'), UPDATE_WAIT)
         .toMatch(/^TRUST_INVALID: cannot read trust file "gone\.json": \S/);
       expect(await page.isVisible('#error')).toBe(true);
-      expect(await picked(page)).toContain('; trust file trust-copy.json;');
+      expect(await picked(page)).toContain('; trust file "trust-copy.json";');
       expect(await page.isEnabled('#verify')).toBe(true);
       expect(seen.errors).toEqual([]);
     } finally {

@@ -15,6 +15,9 @@ import { cliVerify } from '../support/checkpoint-bundle.js';
 import { writeHostileNameFiles, type HostileNameFiles } from '../support/hostile-names.js';
 import { ensurePageBuilt } from '../support/page-build.js';
 import { expectSameAsCli, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
+import { buildBundle, writeBundleDir, writeTrustFile } from '../support/bundle-builder.js';
+import { auditorPagePath } from '../../src/ops/auditor-page.js';
+import { startAuditServer } from '../../src/ops/audit-server.js';
 
 let browser: BrowserContext;
 let closeBrowser: () => Promise<void>;
@@ -47,7 +50,7 @@ async function verifyOnPage(page: Page, dir: string): Promise<void> {
   await page.setInputFiles('#trust-input', f.trust);
   await page.setInputFiles('#witness-keys-input', f.witnessKeys);
   await page.getByLabel(/Witness quorum/).fill('1');
-  await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('witness keys witnesses.txt');
+  await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('witness keys "witnesses.txt"');
   await page.click('#verify');
 }
 
@@ -74,7 +77,7 @@ describe("the page shows a bundle's quoted names as verify prints them, escaped 
       await expectSameAsCli(page, expected.report!);
       expect(await page.textContent('#checkpoint-info')).toBe(checkpoint);
       expect(await page.textContent('#witness-info')).toBe(
-        `✓ witness quorum met (witness keys witnesses.txt)\n${witnesses}`,
+        `✓ witness quorum met (witness keys "witnesses.txt")\n${witnesses}`,
       );
       // Text, never markup: the origin's `<b>` made no element.
       expect(await page.$$eval('#checkpoint-info *, #witness-info *, b', (els) => els.length)).toBe(0);
@@ -103,3 +106,59 @@ describe("the page shows a bundle's quoted names as verify prints them, escaped 
     }
   });
 });
+
+/**
+ * A folder or file name is data too: the line saying what is chosen (and the status a screen reader says) quotes each
+ * name once, as a refusal names a file, so a name holding `; trust file …` cannot pass for another part of the line,
+ * nor a quote or a bidi control for another name. It printed them bare (only escaped).
+ */
+describe('the page names the bundle and files chosen quoted, escaped once', { timeout: 180_000 }, () => {
+  // No backslash: the folder picker reads one in a folder's name as a path separator (webkitRelativePath).
+  const HOSTILE = 'b"\u202e; trust file other.json';
+  const QUOTED = String.raw`"b\"\u202e; trust file other.json"`;
+  let dir: string;
+  let trustPath: string;
+  beforeAll(async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    dir = join(base, HOSTILE);
+    await writeBundleDir(dir, b.lines);
+    trustPath = join(base, 'keys; x.json');
+    await writeTrustFile(trustPath, b.trust);
+  });
+
+  it('a picked folder and trust file', async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', dir);
+      await page.setInputFiles('#trust-input', trustPath);
+      await expect
+        .poll(() => picked(page), { timeout: 10_000 })
+        .toMatch(
+          new RegExp(
+            `^bundle ${escapeRe(QUOTED)}: [\\d,]+ bytes of manifests; trust file "keys; x\\.json"; no earlier checkpoint chosen \\(optional\\); no witness keys chosen \\(optional\\)$`,
+          ),
+        );
+      expect(await page.textContent('#picked-status')).not.toContain('\u202e');
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('the bundle and trust file audit-ui serves', async () => {
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: false, trust: trustPath });
+    const page = await browser.newPage();
+    try {
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-state="ok"]', { timeout: 90_000 });
+      expect(await picked(page)).toBe(
+        `bundle ${QUOTED}, served by handoff-ledger audit-ui; trust file "keys; x.json", served by audit-ui; no earlier checkpoint chosen (optional); no witness keys chosen (optional)`,
+      );
+    } finally {
+      await page.close();
+      await server.close();
+    }
+  });
+});
+
+const escapeRe = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

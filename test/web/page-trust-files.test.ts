@@ -121,7 +121,7 @@ describe("a shared store's hosts' trust files, one per host", { timeout: 180_000
       await page.setInputFiles('#bundle-input', bundle);
       await page.setInputFiles('#trust-input', [trustA, trustB]);
       // The page reads the picked files asynchronously; the line names them once both are read.
-      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; trust files a.json, b.json;');
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; trust files "a.json", "b.json";');
       await page.click('#verify');
       await expectSameAsCli(page, expected.report!);
       expect(seen.errors).toEqual([]);
@@ -151,7 +151,7 @@ describe("a shared store's hosts' trust files, one per host", { timeout: 180_000
         await page.setInputFiles('#trust-input', files);
         await expect
           .poll(() => picked(page), { timeout: 30_000 })
-          .toContain(files.length === 1 ? '; trust file a.json;' : '; trust files a.json, b.json;');
+          .toContain(files.length === 1 ? '; trust file "a.json";' : '; trust files "a.json", "b.json";');
         await page.click('#verify');
         await expectSameAsCli(page, expected.report!);
         expect(await page.textContent('#trust-info')).toBe(describeTrust(expected.report!));
@@ -187,7 +187,7 @@ describe("a shared store's hosts' trust files, one per host", { timeout: 180_000
     try {
       await page.goto(PAGE);
       await dropFiles(page, [bundle, trustA, trustB]);
-      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; trust files a.json, b.json;');
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; trust files "a.json", "b.json";');
       await page.click('#verify');
       await expectSameAsCli(page, expected.report!);
     } finally {

@@ -346,7 +346,7 @@ describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () =>
       await chooseByKeyboard(page, 'bundle-choose', dir);
       await chooseByKeyboard(page, 'trust-choose', trustPath);
       // The page reads the trust file asynchronously; Verify is unavailable (aria-disabled: a press says why) until it has.
-      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file trust.json;');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file "trust.json";');
       await tabTo(page, 'verify');
       await page.keyboard.press('Enter');
       await page.waitForSelector('body[data-state="failed"]', { timeout: VERDICT_WAIT_MS });
@@ -560,7 +560,7 @@ describe('the verdict on screen is the verdict of what is chosen', { timeout: TE
       const sameTrust = join(tempDir(), 'same-trust.json');
       copyFileSync(trustPath, sameTrust);
       await page.setInputFiles('#trust-input', sameTrust);
-      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('trust file same-trust.json');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('trust file "same-trust.json"');
       expect(await shownState(page)).toEqual({ state: undefined, result: false });
       await page.click('#verify');
       await page.waitForSelector('body[data-state="failed"]', { timeout: VERDICT_WAIT_MS });
