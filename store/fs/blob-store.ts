@@ -241,6 +241,7 @@ export class FsBlobStore extends AbstractBlobStore {
       const staging: string[] = [];
       for (const name of (await this.namesIn(this.tmpDir)).sort()) {
         if (!name.endsWith('.tmp')) continue; // as `recover`: only staging names are leftovers of ours
+        if (this.stagingInFlight(name)) continue; // as `recover`: a put of this process is writing it
         if (signal?.aborted) break; // CANCELLED below, not a storage failure
         const path = join(this.tmpDir, name);
         if (this.keepStagingMs > 0) {
@@ -277,8 +278,9 @@ export class FsBlobStore extends AbstractBlobStore {
 
   /**
    * Removes every staging file left by an interrupted write (recovery on open); with `keepStagingMs`, only those
-   * unchanged for that long (a younger one may be another process's write in flight). Then puts back the blobs a gc
-   * that stopped held aside.
+   * unchanged for that long (a younger one may be another process's write in flight). Never one a put of this process
+   * is writing (through this store or another opened on the root). Then puts back the blobs a gc that stopped held
+   * aside.
    * @throws StoreError `CANCELLED` once `signal` aborts, looked at before each staging file and before each blob held
    *   aside (those removed or put back stay so, each put back whole; the next recovery does the rest)
    */
@@ -291,6 +293,9 @@ export class FsBlobStore extends AbstractBlobStore {
         // Only the names a blob write stages under (`<hex>.tmp`, older releases' `*.tmp` too): anything else an
         // operator put here (an export's bundle, a key file) is no leftover of ours, and is never deleted.
         if (!name.endsWith('.tmp')) continue;
+        // A put of this process writing it now, through this store or another one opened on this root (a second open
+        // of it): no leftover, and removed it would fail that put at its link.
+        if (this.stagingInFlight(name)) continue;
         if (signal?.aborted) break; // CANCELLED below, not a storage failure
         const path = join(this.tmpDir, name);
         if (this.keepStagingMs > 0) {
@@ -323,6 +328,11 @@ export class FsBlobStore extends AbstractBlobStore {
     return { stagingRemoved };
   }
 
+  /** Whether `name` in `tmp/` is the staging file of a put of this process under way on this root (`stagedInFlight`). */
+  private stagingInFlight(name: string): boolean {
+    return stagedInFlight.has(queueKey(this.rootId, name));
+  }
+
   private pathOf(hex: string): { dir1: string; dir2: string; file: string } {
     const dir1 = join(this.blobDir, hex.slice(0, 2));
     const dir2 = join(dir1, hex.slice(2, 4));
@@ -338,11 +348,16 @@ export class FsBlobStore extends AbstractBlobStore {
     await this.makeUnmade([this.blobsV1Dir, this.blobDir, this.tmpDir]);
     // Staging and the blob tree were checked at open; a link swapped in since would send the write outside the root.
     await this.checkRealDirs([this.tmpDir, this.blobsV1Dir, this.blobDir]);
-    const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
+    const name = `${randomBytes(16).toString('hex')}.tmp`;
+    const stagingPath = join(this.tmpDir, name);
+    // Listed before the file is made and until it is gone: a recovery meanwhile (another store's open on this root in
+    // this process, or `recover`) leaves it alone.
+    const inFlight = queueKey(this.rootId, name);
+    stagedInFlight.add(inFlight);
     let handle: FileHandle | undefined;
     let created = false;
     try {
-      handle = await this.fs.open(staging, WRITE_FLAGS, 0o600).catch(wrap('open staging file'));
+      handle = await this.fs.open(stagingPath, WRITE_FLAGS, 0o600).catch(wrap('open staging file'));
       created = true;
       const ctx = {
         fs: this.fs,
@@ -359,13 +374,14 @@ export class FsBlobStore extends AbstractBlobStore {
       await this.fs.close(handle).catch(wrap('close'));
       handle = undefined;
       throwIfAborted(signal);
-      await this.placeBlob(staging, written.digest, written.size, signal);
+      await this.placeBlob(stagingPath, written.digest, written.size, signal);
       return written;
     } catch (err) {
       throw storageFailed('put', err);
     } finally {
       if (handle) await handle.close().catch(() => {});
-      if (created) await this.fs.unlink(staging).catch(() => {});
+      if (created) await this.fs.unlink(stagingPath).catch(() => {});
+      stagedInFlight.delete(inFlight);
     }
   }
 
@@ -719,6 +735,12 @@ export class FsBlobStore extends AbstractBlobStore {
  */
 const placing = new Map<string, Promise<void>>();
 /**
+ * Per root directory, the staging files (`tmp/<name>`, keyed as `queueKey` keys a digest) of the puts under way in this
+ * process, whichever of its stores on that root writes them: an open of a second store on the root (and `recover`)
+ * removes staging files as leftovers of interrupted writes, and must pass over these.
+ */
+const stagedInFlight = new Set<string>();
+/**
  * Per root directory and digest, gc's conditional delete under way in this process, settled: the next one waits for
  * it; shared like `placing`. Two at once would share the blob's name in gc-aside/: one moving a copy there (a
  * publish's, linked at the path while the other held the old copy aside) replaces the other's, which then unlinks it as
@@ -731,9 +753,10 @@ const placing = new Map<string, Promise<void>>();
 const judging = new Map<string, Promise<void>>();
 
 /**
- * The key of one blob of one root directory in `placing` and `judging`: the root by device and inode, so that every
- * path to it (relative, through a symlink, a bind mount) is one root. An entry goes once its call has settled and no
- * other waits (`oneAtATime`): the maps hold the calls under way only, whatever the number of roots and stores.
+ * The key of one blob of one root directory in `placing` and `judging` (of one staging name in `stagedInFlight`): the
+ * root by device and inode, so that every path to it (relative, through a symlink, a bind mount) is one root. An entry
+ * goes once its call has settled and no other waits (`oneAtATime`): the maps hold the calls under way only, whatever
+ * the number of roots and stores.
  */
 function queueKey(root: { dev: number; ino: number } | undefined, hex: string): string {
   // Set by `open` before any put or delete can run: a store is only ever made there.
