@@ -1,15 +1,21 @@
 /**
  * Two FsBlobStores opened on one root in one process (two opens of the /store entry point: supported, their puts and
  * gc judgements are queued per root and digest across stores). The second open's recovery clears what interrupted
- * writes left in `tmp/`, and must not take the staging file of a put still in flight through the first store: that put
- * would fail at its link (ENOENT) for no fault of its own.
+ * writes left in `tmp/` and puts back what an interrupted gc left in `gc-aside/`. It must not take the staging file of
+ * a put still in flight through the first store (that put would fail at its link, ENOENT, for no fault of its own), nor
+ * put back a blob a gc of the first store holds aside while it judges it (that gc would find it gone and keep an old
+ * blob; or remove it first, and the open fail at its link).
  */
 import { describe, expect, it } from 'vitest';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
+import { digestHex } from '../store/hash/digest.js';
+import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { tempDir } from './support/tmp.js';
+
+const HOUR = 3_600_000;
 
 describe('a second open of a root in one process', () => {
   it("keeps the staging file of a put in flight through the first store (and still clears a crashed write's)", async () => {
@@ -62,6 +68,64 @@ describe('a second open of a root in one process', () => {
       await first.close();
       await second?.close();
       await diagnosing?.close();
+    }
+  });
+
+  it('leaves a blob a gc of the first store holds aside to that gc, which removes it as judged', async () => {
+    const root = tempDir();
+    const hash = await loadHashBackend('auto');
+    let asidePath = '';
+    let atAside: (() => void) | undefined;
+    let go!: () => void;
+    const released = new Promise<void>((r) => (go = r));
+    // The first store's gc judges the blob it holds aside (its lstat there) and waits meanwhile.
+    const gcFs: FsOps = {
+      ...nodeFsOps,
+      lstat: (async (p: string, o?: unknown) => {
+        if (p === asidePath && atAside) {
+          atAside();
+          atAside = undefined;
+          await released;
+        }
+        return nodeFsOps.lstat(p, o as never);
+      }) as FsOps['lstat'],
+    };
+    // The second open goes on until it has dealt with gc-aside/ (put the blob back) or, in the blob's turn, waits for
+    // that gc: then the gc goes on (the gate is passed after a while).
+    let restoredByOpen!: () => void;
+    const openRestored = new Promise<void>((r) => (restoredByOpen = r));
+    const openFs: FsOps = {
+      ...nodeFsOps,
+      unlink: async (p) => {
+        await nodeFsOps.unlink(p);
+        if (p === asidePath) restoredByOpen();
+      },
+    };
+    const { store: first } = await FsBlobStore.open(root, { hash, fs: gcFs });
+    let second: FsBlobStore | undefined;
+    try {
+      const { digest } = await first.put(new TextEncoder().encode('an orphan two hours old'));
+      const hex = digestHex(digest);
+      const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      const old = new Date(Date.now() - 2 * HOUR);
+      await utimes(file, old, old);
+      asidePath = join(root, 'gc-aside', hex);
+      const reached = new Promise<void>((r) => (atAside = r));
+      const deleting = first.delete(digest, { storedBeforeMs: Date.now() - HOUR });
+      await reached;
+      const opening = FsBlobStore.open(root, { hash, fs: openFs });
+      opening.catch(() => {});
+      await Promise.race([openRestored, opening, new Promise((r) => setTimeout(r, 500))]);
+      go();
+      expect(await deleting).toBe(true);
+      const opened = await opening;
+      second = opened.store;
+      expect(await second.has(digest)).toBe(false);
+      expect(await readdir(join(root, 'gc-aside'))).toEqual([]);
+    } finally {
+      go();
+      await first.close();
+      await second?.close();
     }
   });
 });

@@ -323,6 +323,12 @@ export class FsBlobStore extends AbstractBlobStore {
       },
       this.keepStagingMs,
       signal,
+      // With the root to this process: in the blob's turn among the gc judgements of the process (through any of its
+      // stores on this root): one under way holds the blob aside and removes it or links it back itself. The wait ends
+      // at the signal (CANCELLED). (In a shared root a name moved aside just now is left alone by its time anyway.)
+      this.keepStagingMs > 0
+        ? undefined
+        : (name, judge) => oneAtATime(judging, queueKey(this.rootId, name), judge, signal),
     ).catch(wrap('recover gc-aside'));
     throwIfAborted(signal);
     return { stagingRemoved };

@@ -67,6 +67,9 @@ export async function deleteIfOld(
  * is gone by the time this open acts on it was judged meanwhile.
  * @param signal looked at before each file: once it aborts, the walk stops there (each file is put back whole or left
  *   aside, for the next open) and returns the count so far; the caller answers the abort (`CANCELLED`)
+ * @param turn runs the judgement of one name when no gc of this process judges that blob (FsBlobStore's per-blob
+ *   queue, shared by its stores on one root): a file a judgement of this process holds aside is left to it, and one
+ *   that judgement removed is gone when this walk's turn comes, which passes over it
  */
 export async function restoreAside(
   fs: FsOps,
@@ -74,6 +77,7 @@ export async function restoreAside(
   fileOf: (name: string) => { file: string; dir: string } | undefined,
   keepMs = 0,
   signal?: AbortSignal,
+  turn?: (name: string, judge: () => Promise<boolean>) => Promise<boolean>,
 ): Promise<number> {
   let restored = 0;
   const before = Date.now() - keepMs;
@@ -86,18 +90,22 @@ export async function restoreAside(
     if (!target) continue;
     if (signal?.aborted) break;
     const aside = join(asideDir, name);
-    if (keepMs > 0) {
-      const st = await fs.lstat(aside).catch(gone);
-      if (st === undefined || st.ctimeMs >= before) continue;
-    }
-    try {
-      await restore(fs, aside, target.file, target.dir);
-    } catch (err) {
-      // Only where other processes' gc runs may have judged it meanwhile; with the root to itself, a failure.
-      if (keepMs > 0 && errno(err) === 'ENOENT' && (await fs.lstat(aside).catch(gone)) === undefined) continue;
-      throw err;
-    }
-    restored++;
+    const judge = async (): Promise<boolean> => {
+      if (keepMs > 0 || turn) {
+        // In its turn, a name gone was judged by a gc of this process since the listing.
+        const st = await fs.lstat(aside).catch(gone);
+        if (st === undefined || (keepMs > 0 && st.ctimeMs >= before)) return false;
+      }
+      try {
+        await restore(fs, aside, target.file, target.dir);
+      } catch (err) {
+        // Only where other processes' gc runs may have judged it meanwhile; with the root to itself, a failure.
+        if (keepMs > 0 && errno(err) === 'ENOENT' && (await fs.lstat(aside).catch(gone)) === undefined) return false;
+        throw err;
+      }
+      return true;
+    };
+    if (await (turn ? turn(name, judge) : judge())) restored++;
   }
   return restored;
 }
