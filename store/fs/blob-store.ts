@@ -244,13 +244,12 @@ export class FsBlobStore extends AbstractBlobStore {
         if (this.stagingInFlight(name)) continue; // as `recover`: a put of this process is writing it
         if (signal?.aborted) break; // CANCELLED below, not a storage failure
         const path = join(this.tmpDir, name);
-        if (this.keepStagingMs > 0) {
-          const st = await this.fs.lstat(path).catch((err: unknown) => {
-            if (errno(err) === 'ENOENT') return undefined;
-            throw err;
-          });
-          if (st === undefined || st.mtimeMs >= before) continue;
-        }
+        const st = await this.fs.lstat(path).catch((err: unknown) => {
+          if (errno(err) === 'ENOENT') return undefined;
+          throw err;
+        });
+        // As `recover`: a directory is none of ours; with `keepStagingMs`, a young file may be a write in flight.
+        if (st === undefined || st.isDirectory() || (this.keepStagingMs > 0 && st.mtimeMs >= before)) continue;
         staging.push(path);
       }
       const aside: string[] = [];
@@ -298,13 +297,14 @@ export class FsBlobStore extends AbstractBlobStore {
         if (this.stagingInFlight(name)) continue;
         if (signal?.aborted) break; // CANCELLED below, not a storage failure
         const path = join(this.tmpDir, name);
-        if (this.keepStagingMs > 0) {
-          const st = await this.fs.lstat(path).catch((err: unknown) => {
-            if (errno(err) === 'ENOENT') return undefined; // its write linked it and removed it meanwhile
-            throw err;
-          });
-          if (st === undefined || st.mtimeMs >= before) continue;
-        }
+        const st = await this.fs.lstat(path).catch((err: unknown) => {
+          if (errno(err) === 'ENOENT') return undefined; // its write linked it and removed it meanwhile
+          throw err;
+        });
+        // A write stages a file (a link planted under such a name goes too, itself, never what it names); a directory
+        // is none of ours (an operator's `notes.tmp/`), and is never deleted, let alone with what it holds. With
+        // `keepStagingMs`, a file changed since may be another process's write in flight.
+        if (st === undefined || st.isDirectory() || (this.keepStagingMs > 0 && st.mtimeMs >= before)) continue;
         await this.fs.rm(path);
         stagingRemoved++;
       }
