@@ -540,9 +540,15 @@ export class FsBlobStore extends AbstractBlobStore {
    * read past `size` (a file grown past every limit is as damaged as a flipped bit, and is quarantined the same way).
    */
   private async existingMatches(digest: Digest, size: number): Promise<boolean> {
+    const hex = digestHex(digest);
+    const { dir1, dir2, file } = this.pathOf(hex);
+    // The directories on the way first, outside the judgement of the file: one that is no longer the real directory (a
+    // link swapped in since the put checked it) is the put's refusal (UNSAFE_PATH), never a damaged copy at the path,
+    // which would be moved into quarantine/ and the blob linked in its place, both through that link.
+    await this.checkShardDirs(dir1, dir2);
     try {
       // At its path only: a copy gc holds aside is not the file this put would quarantine or refresh.
-      const { handle, size: stored } = await this.openBlob(digest, size, false);
+      const { handle, size: stored } = await this.openBlobFile(digest, hex, file, size, false);
       try {
         return (await readWhole(handle, stored, digest, this.hash)).length === size;
       } catch (err) {
@@ -560,8 +566,10 @@ export class FsBlobStore extends AbstractBlobStore {
   private async quarantine(hex: string, file: string): Promise<void> {
     const target = join(this.quarantineDir, `${hex}.${Date.now()}.${randomBytes(4).toString('hex')}`);
     await this.makeUnmade([this.quarantineDir]);
-    // As for every other write: a link swapped in for quarantine/ would move the blob out of the root.
-    await this.checkRealDirs([this.quarantineDir]);
+    // As for every other write: a link swapped in for quarantine/ would move the blob out of the root, one for a
+    // directory on the way to the blob a file from outside it into quarantine/.
+    const { dir1, dir2 } = this.pathOf(hex);
+    await this.checkRealDirs([this.blobsV1Dir, this.blobDir, dir1, dir2, this.quarantineDir]);
     try {
       await this.fs.rename(file, target);
     } catch (err) {
@@ -596,13 +604,27 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   /**
-   * Opens a stored blob for reading: a regular file within the size limit, reached through no symlink; with `aside`,
-   * also where gc holds it while it judges it (`atPathOrAside`).
+   * Opens a stored blob for reading: a regular file within the size limit, reached through no symlink; also where gc
+   * holds it while it judges it (`atPathOrAside`).
    */
-  private async openBlob(digest: Digest, limit: number, aside = true): Promise<{ handle: FileHandle; size: number }> {
+  private async openBlob(digest: Digest, limit: number): Promise<{ handle: FileHandle; size: number }> {
     const hex = digestHex(digest);
     const { dir1, dir2, file } = this.pathOf(hex);
     await this.checkShardDirs(dir1, dir2);
+    return this.openBlobFile(digest, hex, file, limit, true);
+  }
+
+  /**
+   * `openBlob` once the directories on the way to `file` were checked (`checkShardDirs`); with `aside`, also where gc
+   * holds it while it judges it.
+   */
+  private async openBlobFile(
+    digest: Digest,
+    hex: string,
+    file: string,
+    limit: number,
+    aside: boolean,
+  ): Promise<{ handle: FileHandle; size: number }> {
     let handle: FileHandle;
     try {
       const openAt = (path: string) => this.fs.open(path, READ_FLAGS);
