@@ -733,6 +733,8 @@ export class FsBlobStore extends AbstractBlobStore {
           queueKey(this.rootId, digestHex(digest)),
           async () => {
             await this.makeUnmade([this.asideDir]);
+            // Again in its turn: a wait behind a call that hangs is time enough for a link swapped in on the way.
+            await this.checkShardDirs(dir1, dir2);
             await this.checkRealDirs([this.asideDir]);
             return deleteIfOld(
               this.fs,
