@@ -207,6 +207,18 @@ const COMPLETENESS_CODES: readonly string[] = [
 const CLI_HINTS: CoverageHints = { requireBlobs: '--require-blobs', scope: '--principal / --session' };
 
 /**
+ * What step 10 cannot show of a filtered bundle held to a principal: the session-heads index is keyed by session, so a
+ * session the principal published in, left out whole with its heads.jsonl line, goes unseen (docs/AUDIT.md,
+ * "Completeness"). Said beside the heads proven, so that an OK report of such a bundle (even an empty one) never reads
+ * as proof that it holds every session of the principal. A full bundle's root covers every chain: nothing to add.
+ */
+function principalCaveat(c: BundleAuditReport['checked']): string {
+  const principal = c.scope?.principal;
+  if (principal === undefined || c.bundle !== 'filtered') return '';
+  return `; NOT which sessions principal ${printable(principal)} published in: one left out whole, with its heads.jsonl line, goes unseen`;
+}
+
+/**
  * `checked: signatures, chain rules, …`: what the audit checked and what it did not (blobs, the scope chains were
  * held to and who declared it, completeness), so a clean verdict never hides what the bundle left out.
  * @throws AuditError `USAGE` for a report (or `hints`) that is none: a part it reads missing or of another type
@@ -228,7 +240,7 @@ export function describeCoverage(r: BundleAuditReport, hints: CoverageHints = CL
     ? `NOT completeness (${c.completeness.reason})`
     : COMPLETENESS_CODES.some((code) => codes.includes(code))
       ? `completeness (checked against the checkpoint: not proven, see the findings)`
-      : `completeness (${counted(c.completeness.sessions, 'session head')} proven at the checkpoint)`;
+      : `completeness (${counted(c.completeness.sessions, 'session head')} proven at the checkpoint${principalCaveat(c)})`;
   return `checked: signatures, chain rules, ${blobs}; ${scope}; ${complete}`;
 }
 

@@ -14,6 +14,7 @@ import type { Ledger } from '../../src/ledger/ledger.js';
 import { exportBundle } from '../../src/ops/export.js';
 import { verifyBundle, type AuditScope, type BundleExpectation } from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
+import { describeCoverage } from '../../manifests/audit/report-text.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
@@ -148,4 +149,43 @@ describe('the scope matrix: auditor × header × what was left out', () => {
     expect(passed).toBeGreaterThan(50);
     expect(refused).toBeGreaterThan(passed);
   }, 600_000);
+
+  it("says a principal's filtered bundle proves the heads of the sessions it holds, not which sessions the principal published in", async () => {
+    const full = await verifyBundle(
+      memoryBundleReader({ header, manifests: text(lines), treeFiles: { 'checkpoint.note': checkpoint } }),
+      { trust, verifier: nodeVerifier },
+    );
+    // Every session alice published in (s1 and s2) left out whole, with its heads.jsonl line: the index, keyed by
+    // session, cannot show it (docs/AUDIT.md, "Completeness"), so the report must not read as if it did.
+    const d = await deriveFiltered({ header, lines }, full.chains, () => false, { principal: 'alice' });
+    const r = await verifyBundle(
+      memoryBundleReader({
+        header: d.header,
+        manifests: text(d.lines),
+        treeFiles: { 'checkpoint.note': checkpoint, 'proofs.jsonl': d.proofs, 'heads.jsonl': d.heads },
+      }),
+      { trust, verifier: nodeVerifier, scope: { principal: 'alice' } },
+    );
+    expect(r.ok).toBe(true);
+    expect(describeCoverage(r)).toMatch(
+      /; completeness \(0 session heads proven at the checkpoint; NOT which sessions principal alice published in: one left out whole, with its heads\.jsonl line, goes unseen\)$/,
+    );
+    // A session's filtered bundle and a full one claim no such caveat: the asked-for session's head is proven, and a
+    // full bundle's root covers every chain.
+    const s1 = await deriveFiltered({ header, lines }, full.chains, (s) => s === 's1', { session: 's1' });
+    const one = await verifyBundle(
+      memoryBundleReader({
+        header: s1.header,
+        manifests: text(s1.lines),
+        treeFiles: { 'checkpoint.note': checkpoint, 'proofs.jsonl': s1.proofs, 'heads.jsonl': s1.heads },
+      }),
+      { trust, verifier: nodeVerifier, scope: { session: 's1' } },
+    );
+    expect(describeCoverage(one)).toMatch(/; completeness \(1 session head proven at the checkpoint\)$/);
+    const whole = await verifyBundle(
+      memoryBundleReader({ header, manifests: text(lines), treeFiles: { 'checkpoint.note': checkpoint } }),
+      { trust, verifier: nodeVerifier, expect: 'full' },
+    );
+    expect(describeCoverage(whole)).toMatch(/; completeness \(3 session heads proven at the checkpoint\)$/);
+  });
 });
