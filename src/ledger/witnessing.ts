@@ -530,6 +530,21 @@ export class WitnessPool {
         continue;
       }
       if (old > size) return this.ranAhead(w, old, size);
+      // The proof is the log's to make, before the request: its failure (a damaged tree, a database that does not
+      // answer) is the log's, said as such and never as the witness's, and the time it takes (a large tree, a slow
+      // database) is not taken from the deadline the witness is given to answer in.
+      let proof: Uint8Array[];
+      try {
+        proof = old === 0 || old === size ? [] : await this.proof(old, size);
+      } catch (err) {
+        if (!this.abort.signal.aborted) this.proofFailed(w, old, size, err);
+        return false;
+      }
+      // Closed while the proof was made: cut, as a request would have been.
+      if (this.abort.signal.aborted) {
+        this.cut.add(w.id);
+        return false;
+      }
       let res: Response;
       let body: string;
       // The request's own deadline, and the pool's close: whichever comes first.
@@ -541,7 +556,6 @@ export class WitnessPool {
       const onClose = () => deadline.abort(new Error('the ledger closed'));
       this.abort.signal.addEventListener('abort', onClose);
       try {
-        const proof = old === 0 || old === size ? [] : await this.proof(old, size);
         res = await fetch(`${w.url}/add-checkpoint`, {
           method: 'POST',
           body: formatAddCheckpoint({ oldSize: old, proof, note: cp.note }),
@@ -645,6 +659,26 @@ export class WitnessPool {
    */
   private unanswered(w: Witness, size: number, kind: 'deadline' | 'unreachable' | 'unusable', message: string): void {
     this.say(w, size, kind, message, true);
+  }
+
+  /**
+   * Says that the log could not make the consistency proof from `old` to `size` that witness `w` needs: once for the
+   * checkpoint and the error's code (its message may vary), as a refusal is; the witness was not asked.
+   */
+  private proofFailed(w: Witness, old: number, size: number, err: unknown): void {
+    let code: unknown;
+    try {
+      code = (err as { code?: unknown } | null | undefined)?.code;
+    } catch {
+      // A code getter that throws: no code.
+    }
+    this.say(
+      w,
+      size,
+      `proof ${typeof code === 'string' ? code : ''}`,
+      `witnesses: cannot make the consistency proof from size ${old} to ${size} for witness ${w.url} (the log's failure, not the witness's; it was not asked): ${errorText(err, 200)}`,
+      false,
+    );
   }
 
   private say(w: Witness, size: number, what: string, message: string, unanswered: boolean): void {
