@@ -780,6 +780,13 @@ export class Keyring {
       const current = this.trust.keys.filter(
         (k) => k.host === this.options.host && k.notAfter === undefined && k.revokedAt === undefined,
       );
+      // A key revoked in another listing (another host id it signed under) is listed revoked from the same time: a
+      // revocation ends every listing of the key, and one made after it must not take the key back as current (the
+      // root's trust.json, and each `keys export` of it, would trust what the revoked key signs for this host). It then
+      // signs nothing here (KEY_REVOKED: rotate), as any revoked host key.
+      const revokedAt = [...this.trust.keys, ...(this.trust.checkpointKeys ?? [])]
+        .filter((k) => k.keyId === signer.keyId)
+        .reduce<string | undefined>((t, k) => earlierTime(t, k.revokedAt), undefined);
       await this.save({
         ...this.trust,
         keys: [
@@ -789,9 +796,14 @@ export class Keyring {
             keyId: signer.keyId,
             publicKey: encodeBase64Url(signer.publicKey),
             notBefore: this.now(),
+            ...(revokedAt !== undefined ? { revokedAt } : {}),
           },
         ],
       });
+      if (revokedAt !== undefined)
+        this.options.notice?.(
+          `this open signs with key ${quoted(signer.keyId)}, which trust.json lists revoked (from ${revokedAt}) for another host: it is listed for host ${quoted(this.options.host)} revoked from then too, and signs nothing; rotate the host key (\`keys rotate\`)`,
+        );
       for (const k of current)
         this.options.notice?.(
           `trust.json lists key ${quoted(k.keyId)} of host ${quoted(this.options.host)} as current, and this open signs with another key, ${quoted(signer.keyId)}, now listed beside it${this.keyPath === undefined || this.options.keyFile !== undefined ? '' : this.madeHostKey ? ` (made anew: no key file at ${quoted(this.keyPath)})` : ` (read from ${quoted(this.keyPath)}, a key file trust.json did not list: one copied from another store or host? then put this host's own file back and revoke ${quoted(signer.keyId)})`}: if ${quoted(k.keyId)} is lost, revoke it (\`keys revoke ${shellWord(k.keyId)}\`); if it is held in a key file or signer of its own, open with that`,

@@ -1,0 +1,54 @@
+/**
+ * A key trust.json lists revoked for one host is never listed anew, current, for another. One key may be listed for
+ * several hosts (a key file or signer used under two host ids), and a revocation ends every listing it finds; a
+ * listing made after it, for a host id the key was not listed under yet, took the key from its open on as current,
+ * with no revocation: the root's trust.json (and every `keys export` of it) trusted what the revoked key signs for that
+ * host, though the log refuses its appends. It is listed revoked where its other listings are, so it signs nothing new
+ * (`KEY_REVOKED`, as any revoked host key: rotate), and what it would sign for that host does not verify.
+ */
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { findTrustedKey } from '../manifests/format/trust.js';
+import { generateJwk, writeKeyFile } from '../src/keys/local-signer.js';
+import { openLedger } from '../src/ledger/open.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+
+describe('a key revoked for one host, opened under another host id', () => {
+  it('is listed revoked for that host too: nothing it signs there is trusted, and publish refuses', async () => {
+    const root = tempDir();
+    const dir = tempDir();
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const clock = () => new Date(now);
+    const keyFile = join(dir, 'k.jwk');
+    await writeKeyFile(keyFile, generateJwk());
+    const notices: string[] = [];
+    const onNotice = (m: string) => notices.push(m);
+
+    let ledger = await openLedger({ root, host: 'b', keyFile, clock, onNotice });
+    const keyId = ledger.keyId;
+    now += 1_000;
+    await ledger.publish(scope, sampleSummary(1));
+    now += 1_000;
+    const revokedAt = await ledger.revokeKey(keyId);
+    await ledger.close();
+
+    // The same key file under host id "a" (a copy, a signer or key file given to the wrong host), after the revocation.
+    now += 60_000;
+    ledger = await openLedger({ root, host: 'a', keyFile, clock, onNotice });
+    try {
+      const listings = ledger.trustStore().keys.filter((k) => k.keyId === keyId);
+      expect(listings.map((k) => k.host).sort()).toEqual(['a', 'b']);
+      for (const k of listings) expect(k.revokedAt, k.host).toBe(revokedAt);
+      // What the key signs for host "a" from now on is not trusted.
+      const later = new Date(now + 1_000).toISOString();
+      expect(findTrustedKey(ledger.trustStore(), 'a', keyId, later)).toMatchObject({ ok: false, code: 'KEY_REVOKED' });
+      await expect(ledger.publish({ ...scope, session: 's2' }, sampleSummary(2))).rejects.toMatchObject({
+        code: 'KEY_REVOKED',
+      });
+    } finally {
+      await ledger.close();
+    }
+  });
+});
