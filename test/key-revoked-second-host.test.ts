@@ -6,9 +6,12 @@
  * host, though the log refuses its appends. It is listed revoked where its other listings are, so it signs nothing new
  * (`KEY_REVOKED`, as any revoked host key: rotate), and what it would sign for that host does not verify.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findTrustedKey } from '../manifests/format/trust.js';
+import { encodeVerifierKey } from '../manifests/crypto/note.js';
+import { checkpointVerifiers, findTrustedKey } from '../manifests/format/trust.js';
+import { digestOf } from '../store/hash/digest.js';
 import { generateJwk, writeKeyFile } from '../src/keys/local-signer.js';
 import { openLedger } from '../src/ledger/open.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
@@ -47,6 +50,44 @@ describe('a key revoked for one host, opened under another host id', () => {
       await expect(ledger.publish({ ...scope, session: 's2' }, sampleSummary(2))).rejects.toMatchObject({
         code: 'KEY_REVOKED',
       });
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('a checkpoint key revoked for one host, found in the key file of another', () => {
+  it('is replaced by a new key, not listed anew for that host', async () => {
+    const root = tempDir();
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const clock = () => new Date(now);
+    const onNotice = () => {};
+    const checkpointFile = (host: string) =>
+      join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode(host)).slice(7)}.jwk`);
+
+    // Host "b" revokes its host key and rotates: the checkpoint key it rotates out is revoked with it.
+    let ledger = await openLedger({ root, host: 'b', clock, onNotice });
+    const revokedVkey = ledger.checkpointVerifierKey;
+    const copy = readFileSync(checkpointFile('b'));
+    now += 1_000;
+    await ledger.revokeKey(ledger.keyId);
+    now += 1_000;
+    await ledger.rotateKey();
+    expect(ledger.trustStore().checkpointKeys!.find((k) => k.vkey === revokedVkey)?.revokedAt).toBeDefined();
+    await ledger.close();
+
+    // Its old checkpoint key file lands where host "a" keeps its own (a keys/ directory restored from the wrong host).
+    writeFileSync(checkpointFile('a'), copy, { mode: 0o600 });
+    now += 60_000;
+    ledger = await openLedger({ root, host: 'a', clock, onNotice });
+    try {
+      expect(ledger.checkpointVerifierKey).not.toBe(revokedVkey);
+      const listings = ledger.trustStore().checkpointKeys!.filter((k) => k.vkey === revokedVkey);
+      expect(listings.map((k) => k.host)).toEqual(['b']);
+      // No checkpoint the revoked key signs verifies under this root's trust.
+      expect(checkpointVerifiers(ledger.trustStore()).map((k) => encodeVerifierKey(k.name, k.publicKey))).not.toContain(
+        revokedVkey,
+      );
     } finally {
       await ledger.close();
     }

@@ -686,8 +686,14 @@ export class Keyring {
     const elsewhere = listed
       ? undefined
       : checkpointKeys.find((k) => k.host === this.options.host && k.keyId === this.checkpoint.keyId);
+    // A key another host's listing revokes (its file copied here: a keys/ directory restored from the wrong host) is
+    // replaced as this host's own revoked one is: listed anew for this host, unrevoked, every checkpoint it signs would
+    // verify again (a revocation of one host's listing does not reach another's: `revokedCheckpointListings`).
+    const revokedForAnother = checkpointKeys.some(
+      (k) => (k.vkey === vkey || k.keyId === this.checkpoint.keyId) && k.revokedAt !== undefined,
+    );
     const at = this.now();
-    if (!listed && !elsewhere) {
+    if (!listed && !elsewhere && !revokedForAnother) {
       const entry: TrustedCheckpointKey = {
         host: this.options.host,
         keyId: this.checkpoint.keyId,
