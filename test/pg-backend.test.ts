@@ -719,9 +719,13 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
     });
 
-    it('refuses alone (TREE_DAMAGED) an append whose session-heads path is damaged: the other appends of its transaction commit', async () => {
-      // x's leaf lies below a node that y's path does not pass (another session shares x's first bit, y's differs), and
-      // so do the busy sessions' (their first bit differs from x's too): only an append of x walks the damaged node.
+    /**
+     * Sessions x and y (and a prefix for the busy sessions) whose paths in the session-heads index part at the root:
+     * x's leaf lies below a node that y's path does not pass (another session shares x's first bit, y's differs), and
+     * so do the busy sessions' (their first bit differs from x's too), so only an append of x walks a node damaged on
+     * x's side. Each of 16 sessions is appended once, in a schema of their own.
+     */
+    async function sessionsApart() {
       const names = Array.from({ length: 16 }, (_, i) => `s${i}`);
       const bit0 = (name: string) => bitAt(sessionKey(name), 0);
       const x = names.find((n) => names.some((z) => z !== n && bit0(z) === bit0(n)))!;
@@ -733,6 +737,38 @@ describePostgres('PostgreSQL backend', (pg) => {
       const first = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
       for (const n of names) await first.append(link(n, 0));
       await first.close();
+      return { x, y, prefix, schema };
+    }
+
+    /** x's and y's appends queued behind a busy transaction, then together: x refused `code`, y committed, in 3. */
+    async function refusedAloneInBatch(
+      log: PgManifestLog,
+      schema: string,
+      prefix: string,
+      x: string,
+      y: string,
+      code: string,
+    ) {
+      const { held, running } = await busy(log, schema, prefix);
+      let begins = 0;
+      const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
+      try {
+        const settled = Promise.allSettled([log.append(link(x, 1)), log.append(link(y, 1))]);
+        await held.release();
+        await Promise.all(running);
+        const [xs, ys] = await settled;
+        expect(xs).toMatchObject({ status: 'rejected', reason: { name: 'ManifestError', code } });
+        expect(ys).toMatchObject({ status: 'fulfilled', value: { session: y, seq: 1 } });
+        // Together first (rolled back at the damage), then each by itself.
+        expect(begins).toBe(3);
+      } finally {
+        watch.stop();
+      }
+    }
+
+    it('refuses alone (TREE_DAMAGED) an append whose session-heads path is damaged: the other appends of its transaction commit', async () => {
+      // Only an append of x walks the damaged node (sessionsApart).
+      const { x, y, prefix, schema } = await sessionsApart();
       // x's leaf row rewritten without its parents: the index's damage under the log.
       const tampered = await sql(`UPDATE "${schema}".session_heads SET hash = $1 WHERE leaf_key = $2 RETURNING depth`, [
         Buffer.alloc(32, 7),
@@ -741,21 +777,7 @@ describePostgres('PostgreSQL backend', (pg) => {
       expect(tampered.length).toBe(1);
       const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
       try {
-        const { held, running } = await busy(log, schema, prefix);
-        let begins = 0;
-        const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
-        try {
-          const settled = Promise.allSettled([log.append(link(x, 1)), log.append(link(y, 1))]);
-          await held.release();
-          await Promise.all(running);
-          const [xs, ys] = await settled;
-          expect(xs).toMatchObject({ status: 'rejected', reason: { name: 'ManifestError', code: 'TREE_DAMAGED' } });
-          expect(ys).toMatchObject({ status: 'fulfilled', value: { session: y, seq: 1 } });
-          // Together first (rolled back at the damage), then each by itself.
-          expect(begins).toBe(3);
-        } finally {
-          watch.stop();
-        }
+        await refusedAloneInBatch(log, schema, prefix, x, y, 'TREE_DAMAGED');
         expect((await log.head(x))?.seq).toBe(0);
       } finally {
         await log.close();
@@ -766,17 +788,7 @@ describePostgres('PostgreSQL backend', (pg) => {
       // As above, x's path runs below a node y's path does not pass; from depth 2 down to 256 it is made of interior
       // records (a damaged index: no leaf ends it), which an update's walk refuses RECORD_CORRUPT. The nodes y's update
       // holds to their children (the root and the two at depth 1) are left as they were, so y alone is appended.
-      const names = Array.from({ length: 16 }, (_, i) => `s${i}`);
-      const bit0 = (name: string) => bitAt(sessionKey(name), 0);
-      const x = names.find((n) => names.some((z) => z !== n && bit0(z) === bit0(n)))!;
-      const y = names.find((n) => bit0(n) !== bit0(x))!;
-      const prefix = Array.from({ length: 64 }, (_, i) => `busy${i}`).find(
-        (p) => bit0(`${p}-a`) !== bit0(x) && bit0(`${p}-b`) !== bit0(x),
-      )!;
-      const schema = nextSchema();
-      const first = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
-      for (const n of names) await first.append(link(n, 0));
-      await first.close();
+      const { x, y, prefix, schema } = await sessionsApart();
       const key = sessionKey(x);
       const depths = Array.from({ length: 255 }, (_, i) => i + 2);
       await sql(
@@ -792,21 +804,7 @@ describePostgres('PostgreSQL backend', (pg) => {
           name: 'ManifestError',
           code: 'RECORD_CORRUPT',
         });
-        const { held, running } = await busy(log, schema, prefix);
-        let begins = 0;
-        const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
-        try {
-          const settled = Promise.allSettled([log.append(link(x, 1)), log.append(link(y, 1))]);
-          await held.release();
-          await Promise.all(running);
-          const [xs, ys] = await settled;
-          expect(xs).toMatchObject({ status: 'rejected', reason: { name: 'ManifestError', code: 'RECORD_CORRUPT' } });
-          expect(ys).toMatchObject({ status: 'fulfilled', value: { session: y, seq: 1 } });
-          // Together first (rolled back at the damage), then each by itself.
-          expect(begins).toBe(3);
-        } finally {
-          watch.stop();
-        }
+        await refusedAloneInBatch(log, schema, prefix, x, y, 'RECORD_CORRUPT');
         expect((await log.head(x))?.seq).toBe(0);
         expect((await log.head(y))?.seq).toBe(1);
       } finally {
