@@ -11,6 +11,7 @@ import { ENDS_AT_SIGNAL_MS } from './support/settled.js';
 import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
+import { chainLink } from './support/chain-link.js';
 import { Level } from 'level';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import type { LogEntry, LogTreeHead } from '../manifests/log/log.js';
@@ -599,14 +600,8 @@ describe('LevelManifestLog appends whose signal aborts', () => {
 
 describe('LevelManifestLog key window closed as an append is queued', () => {
   it('chooses the end after an append taken into a batch before the close looked, and keeps that end in memory', async () => {
-    const idOf = (seq: number) => digestOf(new TextEncoder().encode(`s/${seq}`));
     const signed = (seq: number, createdAt: string) => ({
-      session: 's',
-      principal: 'p',
-      seq,
-      prev: seq === 0 ? null : idOf(seq - 1),
-      id: idOf(seq),
-      envelope: JSON.stringify({ payload: Buffer.from(`s/${seq}`).toString('base64') }),
+      ...chainLink('s', seq),
       signed: { keyId: 'ed25519:k1', createdAt },
     });
     const late = '2026-11-30T10:00:05.000Z';
@@ -825,14 +820,7 @@ describe('LevelManifestLog append request changed by its caller after the call',
 
 describe('LevelManifestLog.checkHeads past a damaged head record', () => {
   it('reports that session RECORD_CORRUPT and goes on checking the heads after it', async () => {
-    const link = (session: string, seq: number) => ({
-      session,
-      principal: 'p',
-      seq,
-      prev: seq === 0 ? null : digestOf(new TextEncoder().encode(`${session}/${seq - 1}`)),
-      id: digestOf(new TextEncoder().encode(`${session}/${seq}`)),
-      envelope: JSON.stringify({ payload: Buffer.from(`${session}/${seq}`).toString('base64') }),
-    });
+    const link = (session: string, seq: number) => chainLink(session, seq);
     const dir = join(freshDir(), 'log');
     const first = await LevelManifestLog.open(dir);
     for (const [session, n] of [

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { openLedger } from '../src/ledger/open.js';
 import { writeSyncedBatch } from '../manifests/log/level/tables.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
-import { digestOf } from '../store/hash/digest.js';
+import { chainLink } from './support/chain-link.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -84,15 +84,7 @@ it("a resume's watermark raise is a synced write, as the append's batch that rai
 
 it('a watermark read that was in flight while the mark was raised does not put the lower mark back in memory', async () => {
   const dir = join(tempDir(), 'log');
-  const idOf = (seq: number) => digestOf(new TextEncoder().encode(`s/${seq}`));
-  const link = (seq: number) => ({
-    session: 's',
-    principal: 'p',
-    seq,
-    prev: seq === 0 ? null : idOf(seq - 1),
-    id: idOf(seq),
-    envelope: JSON.stringify({ payload: Buffer.from(`s/${seq}`).toString('base64') }),
-  });
+  const link = (seq: number) => chainLink('s', seq);
   let log = await LevelManifestLog.open(dir);
   await log.append(link(0));
   await log.close();

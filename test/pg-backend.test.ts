@@ -12,6 +12,7 @@ import pgLib from 'pg';
 import { PgBlobStore } from '../store/pg/blob-store.js';
 import { StoreError } from '../store/errors.js';
 import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
+import { chainLink, chainLinkId } from './support/chain-link.js';
 import { ManifestError } from '../manifests/errors.js';
 import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
@@ -49,15 +50,8 @@ let schemas = 0;
 const nextSchema = () => `t${process.pid}_${schemas++}`;
 
 const utf8 = (s: string) => new TextEncoder().encode(s);
-const idOf = (session: string, seq: number) => digestOf(utf8(`${session}/${seq}`));
-const link = (session: string, seq: number): AppendRequest => ({
-  session,
-  principal: 'alice',
-  seq,
-  prev: seq === 0 ? null : idOf(session, seq - 1),
-  id: idOf(session, seq),
-  envelope: `{"payload":"${Buffer.from(`${session}/${seq}`).toString('base64')}"}`,
-});
+const idOf = chainLinkId;
+const link = (session: string, seq: number): AppendRequest => chainLink(session, seq, 'alice');
 
 async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
