@@ -99,6 +99,28 @@ function responsesParams(model: string, request: ModelRequest): ResponseCreatePa
   return params;
 }
 
+/** Items of a Responses answer that are no part of it: the model's `reasoning` (its thinking, left out). */
+const LEFT_OUT: ReadonlySet<string> = new Set(['reasoning']);
+
+/**
+ * Any output item but a `message`, a `function_call`, a `custom_tool_call` and `reasoning`, as a call named to
+ * extractSummary by its type (`SUMMARY_INVALID`, as a call of another tool than submit_handoff is): a tool the API ran
+ * itself or leaves to the caller during the summary turn (`web_search_call`, `file_search_call`, `code_interpreter_call`,
+ * `image_generation_call`, `computer_call`, `local_shell_call`, `shell_call`, `apply_patch_call`, `mcp_call`,
+ * `mcp_list_tools`, `mcp_approval_request`, `tool_search_call`, `program`, …), what it gave back (`*_output`,
+ * `mcp_approval_response`), tools it made available part way (`additional_tools`), the context the API compacted itself
+ * (`compaction`: the answer beside it was written from the API's own opaque summary of the transcript, which this
+ * request never asks for), or an item this adapter does not know. The summary turn offers no such tool; an answer
+ * written beside them is not a summary of the transcript alone, and is not taken for one. Read structurally: the item
+ * may be none of the SDK's union.
+ */
+function otherItem(item: object): ModelToolCall {
+  const { type, id, call_id } = item as Record<string, unknown>;
+  const named = typeof type === 'string' ? type : 'an output item without a type';
+  const ref = typeof call_id === 'string' ? call_id : typeof id === 'string' ? id : '';
+  return toolCall(ref, named, undefined, false, 'value');
+}
+
 function fromResponse(r: Response, structured: boolean): ModelResponse {
   // A response the provider failed is the provider's error (compact reports MODEL_FAILED with it as the cause), not
   // a summary that stopped early.
@@ -121,7 +143,10 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
   // is (`in_progress`, `incomplete`) is no finished answer either, however whole it looks.
   let unfinishedItem: string | undefined; // the first such item's type and status, e.g. `function_call in_progress`
   for (const item of r.output ?? []) {
-    if (item.type !== 'message' && item.type !== 'function_call' && item.type !== 'custom_tool_call') continue;
+    if (item.type !== 'message' && item.type !== 'function_call' && item.type !== 'custom_tool_call') {
+      if (!LEFT_OUT.has(item.type)) calls.push(otherItem(item));
+      continue;
+    }
     const itemStatus: unknown = (item as { status?: unknown }).status;
     if (itemStatus !== undefined && itemStatus !== null && itemStatus !== 'completed')
       unfinishedItem ??= typeof itemStatus === 'string' ? `${item.type} ${itemStatus}` : item.type;

@@ -10,6 +10,8 @@ import { startFakeProvider } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 import { compact } from '../../src/compaction/compact.js';
 import { countingLedger } from '../support/counting-ledger.js';
+import type { ResponseOutputItem } from 'openai/resources/responses/responses';
+import { unionTags } from './sdk-declarations.js';
 
 const client = (url: string) => new OpenAI({ apiKey: 'test-key', baseURL: `${url}/v1`, maxRetries: 0 });
 const httpError = (): Reply => ({
@@ -376,5 +378,117 @@ describe('openaiAdapter: an answer that also calls a tool of another kind, or ho
     );
     expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INCOMPLETE' });
     expect(published).toBe(0);
+  });
+});
+
+describe("openaiAdapter: every output item type of the SDK's ResponseOutputItem", () => {
+  /**
+   * How the adapter reads each item a Responses answer may hold: `answer` (a message: its text), `reasoning` (the
+   * model's thinking, not part of the answer: left out), `call` (a call of a function or custom tool the request
+   * offers: named to extractSummary, SUMMARY_INVALID unless it is the one submit_handoff), `refused` (a tool the API ran
+   * itself or leaves to the caller, its result, tools made available part way, or the context the API compacted itself:
+   * none of which the summary turn asks for; named by its type, SUMMARY_INVALID). Typed by the SDK's union, and held to
+   * its declarations below at run time: an item type the SDK adds fails here until it is read on purpose.
+   */
+  const HOW: Record<ResponseOutputItem['type'], 'answer' | 'reasoning' | 'call' | 'refused'> = {
+    message: 'answer',
+    reasoning: 'reasoning',
+    function_call: 'call',
+    custom_tool_call: 'call',
+    function_call_output: 'refused',
+    custom_tool_call_output: 'refused',
+    file_search_call: 'refused',
+    web_search_call: 'refused',
+    computer_call: 'refused',
+    computer_call_output: 'refused',
+    program: 'refused',
+    program_output: 'refused',
+    tool_search_call: 'refused',
+    tool_search_output: 'refused',
+    additional_tools: 'refused',
+    compaction: 'refused',
+    image_generation_call: 'refused',
+    code_interpreter_call: 'refused',
+    local_shell_call: 'refused',
+    local_shell_call_output: 'refused',
+    shell_call: 'refused',
+    shell_call_output: 'refused',
+    apply_patch_call: 'refused',
+    apply_patch_call_output: 'refused',
+    mcp_call: 'refused',
+    mcp_list_tools: 'refused',
+    mcp_approval_request: 'refused',
+    mcp_approval_response: 'refused',
+  };
+
+  it("names every item type of the SDK's ResponseOutputItem (a new one is noticed here)", () => {
+    const types = unionTags('openai/resources/responses/responses', 'ResponseOutputItem');
+    expect(types.length).toBeGreaterThan(10);
+    expect(Object.keys(HOW).sort()).toEqual([...new Set(types)].sort());
+  }, 60_000); // the compiler reads the SDK's declarations: seconds, not the default 5 s, on a shared machine
+
+  /** An item of `type` as the API returns it, with what makes it a call (an id, a call_id, a name) where it has one. */
+  const itemOf = (type: string): Record<string, unknown> => ({
+    type,
+    id: `${type}_1`,
+    call_id: 'call_9',
+    status: 'completed',
+    ...(type.startsWith('mcp_') ? { name: 'fetch_page', server_label: 'web', arguments: '{}' } : {}),
+  });
+  const args = JSON.stringify(strictSummary);
+  /** The summary as `mode` answers it: a submit_handoff call, or a message of its JSON. */
+  const summaryItem = (mode: 'tool' | 'structured') =>
+    mode === 'tool' ? functionCall(args) : message([outputText(args)]);
+
+  async function outcomeOf(mode: 'tool' | 'structured', output: unknown[]) {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(response(output));
+      const ledger = countingLedger();
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: openaiAdapter({ client: client(provider.url), model: 'gpt-test' }),
+        transcript: [{ role: 'user', content: 'hi' }],
+        mode,
+      }).catch((e: unknown) => e as Error);
+      return { outcome, published: ledger.published };
+    } finally {
+      await provider.close();
+    }
+  }
+
+  const refused = Object.keys(HOW).filter((t) => HOW[t as ResponseOutputItem['type']] === 'refused');
+  it.each(
+    ['structured', 'tool'].flatMap((mode) => [
+      ...refused.map((type) => [mode, type]),
+      [mode, 'an_item_type_of_tomorrow'],
+    ]) as Array<['tool' | 'structured', string]>,
+  )('refuses a %s answer beside a %s item: SUMMARY_INVALID naming the item, nothing published', async (mode, type) => {
+    // The item first, as the API orders a tool's work before the answer written after it.
+    const { outcome, published } = await outcomeOf(mode, [itemOf(type), summaryItem(mode)]);
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect((outcome as Error).message).toContain(`the model called "${type}"`);
+    expect(published).toBe(0);
+  });
+
+  it('refuses an answer beside an item without a type, as an item it does not know', async () => {
+    const { outcome, published } = await outcomeOf('structured', [{ id: 'x_1' }, summaryItem('structured')]);
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect((outcome as Error).message).toContain('the model called "an output item without a type"');
+    expect(published).toBe(0);
+  });
+
+  it.each(['structured', 'tool'] as const)('reads the %s answer beside the reasoning it leaves out', async (mode) => {
+    const provider = await startFakeProvider();
+    try {
+      const reasoning = { type: 'reasoning', id: 'rs_1', summary: [], encrypted_content: 'opaque' };
+      provider.script(response([reasoning, summaryItem(mode)]));
+      const model = openaiAdapter({ client: client(provider.url), model: 'gpt-test' });
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode });
+      expect(extractSummary(await model(request))).toEqual(summary);
+    } finally {
+      await provider.close();
+    }
   });
 });
