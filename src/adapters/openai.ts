@@ -114,9 +114,9 @@ const LEFT_OUT: ReadonlySet<string> = new Set(['reasoning']);
  * written beside them is not a summary of the transcript alone, and is not taken for one. Read structurally: the item
  * may be none of the SDK's union.
  */
-function otherItem(item: object): ModelToolCall {
+function otherItem(item: object, what = 'an output item'): ModelToolCall {
   const { type, id, call_id } = item as Record<string, unknown>;
-  const named = typeof type === 'string' ? type : 'an output item without a type';
+  const named = typeof type === 'string' ? type : `${what} without a type`;
   const ref = typeof call_id === 'string' ? call_id : typeof id === 'string' ? id : '';
   return toolCall(ref, named, undefined, false, 'value');
 }
@@ -250,15 +250,26 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
     choice.finish_reason,
   );
   if (message.content !== null) out.text = message.content;
-  // A call of a custom (free-text) tool is named to extractSummary as any other tool (SUMMARY_INVALID), not dropped.
+  // A call of a custom (free-text) tool is named to extractSummary as any other tool (SUMMARY_INVALID), not dropped;
+  // a call of a type the adapter does not know is named by its type. Read structurally: it may be none of the SDK's.
   const calls = (message.tool_calls ?? []).flatMap((t) => {
     if (t.type === 'function') return [toolCall(t.id, t.function.name, t.function.arguments, true)];
+    const type: unknown = (t as { type?: unknown }).type;
+    if (type !== 'custom') return [otherItem(t, 'a tool call')];
     const custom = (t as { custom?: { name?: unknown; input?: unknown } }).custom;
     return [toolCall(t.id, typeof custom?.name === 'string' ? custom.name : 'a custom tool', custom?.input, true)];
   });
   // The deprecated single call (finish_reason `function_call`, read as a finished call): named as the others are.
   const legacy = message.function_call;
   if (legacy) calls.push(toolCall('', legacy.name, legacy.arguments, true));
+  // An annotation of the answer (`url_citation`: the web search that OpenAI's search models, gpt-4o-search-preview and
+  // the like, run on a request without any tool) is named by its type, as a call of another tool is: an answer that
+  // cites what the model searched for is no summary of the transcript alone. An empty list (the API's usual) is none.
+  const annotations: unknown = message.annotations;
+  if (Array.isArray(annotations)) {
+    for (const a of annotations as unknown[])
+      calls.push(otherItem(typeof a === 'object' && a !== null ? a : {}, 'an annotation'));
+  }
   if (calls.length > 0) out.toolCalls = calls;
   const value = structured && out.text !== undefined ? readJson(out.text, true) : undefined;
   if (value !== undefined) out.output = value;

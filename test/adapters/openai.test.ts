@@ -11,7 +11,11 @@ import { compactionRequest, extractSummary } from '../../src/compaction/tool.js'
 import { compact } from '../../src/compaction/compact.js';
 import { countingLedger } from '../support/counting-ledger.js';
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
-import { unionTags } from './sdk-declarations.js';
+import type {
+  ChatCompletionMessage,
+  ChatCompletionMessageToolCall,
+} from 'openai/resources/chat/completions/completions';
+import { elementTags, fieldNames, unionTags } from './sdk-declarations.js';
 
 const client = (url: string) => new OpenAI({ apiKey: 'test-key', baseURL: `${url}/v1`, maxRetries: 0 });
 const httpError = (): Reply => ({
@@ -485,6 +489,102 @@ describe("openaiAdapter: every output item type of the SDK's ResponseOutputItem"
       const reasoning = { type: 'reasoning', id: 'rs_1', summary: [], encrypted_content: 'opaque' };
       provider.script(response([reasoning, summaryItem(mode)]));
       const model = openaiAdapter({ client: client(provider.url), model: 'gpt-test' });
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode });
+      expect(extractSummary(await model(request))).toEqual(summary);
+    } finally {
+      await provider.close();
+    }
+  });
+});
+
+describe("openaiAdapter: every field of the SDK's Chat Completions message", () => {
+  const CHAT = 'openai/resources/chat/completions/completions';
+  /**
+   * How the adapter reads each field of a Chat Completions answer: `answer` (its text), `refusal` (MODEL_REFUSED),
+   * `call` (named to extractSummary, SUMMARY_INVALID unless it is the one submit_handoff), `refused` (named by its type
+   * as a call of another tool is: `url_citation`, the web search of OpenAI's search models), `not read` (the role; the
+   * spoken answer of an audio request, which the adapter never makes: with it the text is null, no summary). Typed by
+   * the SDK's interface and held to its declarations at run time: a field the SDK adds fails here until it is read on
+   * purpose.
+   */
+  const FIELDS: Record<keyof ChatCompletionMessage, 'answer' | 'refusal' | 'call' | 'refused' | 'not read'> = {
+    content: 'answer',
+    refusal: 'refusal',
+    role: 'not read',
+    annotations: 'refused',
+    audio: 'not read',
+    function_call: 'call',
+    tool_calls: 'call',
+  };
+  /** Each kind of tool call, and of annotation, likewise. */
+  const CALLS: Record<ChatCompletionMessageToolCall['type'], 'call'> = { function: 'call', custom: 'call' };
+  const ANNOTATIONS: Record<ChatCompletionMessage.Annotation['type'], 'refused'> = { url_citation: 'refused' };
+
+  it("names every field of the SDK's ChatCompletionMessage, each kind of its tool calls and annotations (a new one is noticed here)", () => {
+    expect(Object.keys(FIELDS).sort()).toEqual(fieldNames(CHAT, 'ChatCompletionMessage').sort());
+    expect(Object.keys(CALLS).sort()).toEqual(unionTags(CHAT, 'ChatCompletionMessageToolCall').sort());
+    expect(Object.keys(ANNOTATIONS).sort()).toEqual(elementTags(CHAT, 'ChatCompletionMessage', 'annotations').sort());
+  }, 60_000); // the compiler reads the SDK's declarations: seconds, not the default 5 s, on a shared machine
+
+  const args = JSON.stringify(strictSummary);
+  const citation = {
+    type: 'url_citation',
+    url_citation: { url: 'https://example.com/', title: 'a page', start_index: 0, end_index: 4 },
+  };
+  /** The summary as `mode` answers it in a Chat Completions message, with `extra` fields. */
+  const answerOf = (mode: 'tool' | 'structured', extra: Record<string, unknown>) =>
+    completion(
+      {
+        ...(chat(mode, args, 'stop').body as ReturnType<typeof completion>).choices[0]!.message,
+        ...extra,
+      },
+      mode === 'tool' ? 'tool_calls' : 'stop',
+    );
+
+  async function outcomeOf(mode: 'tool' | 'structured', body: unknown) {
+    const provider = await startFakeProvider();
+    try {
+      provider.script({ body });
+      const ledger = countingLedger();
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: openaiAdapter({ client: client(provider.url), model: 'gpt-4o-search-preview', api: 'chat' }),
+        transcript: [{ role: 'user', content: 'hi' }],
+        mode,
+      }).catch((e: unknown) => e as Error);
+      return { outcome, published: ledger.published };
+    } finally {
+      await provider.close();
+    }
+  }
+
+  it.each(['structured', 'tool'] as const)(
+    'refuses a %s answer that cites what the model searched the web for (url_citation): SUMMARY_INVALID naming it',
+    async (mode) => {
+      const { outcome, published } = await outcomeOf(mode, answerOf(mode, { annotations: [citation] }));
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toContain('the model called "url_citation"');
+      expect(published).toBe(0);
+    },
+  );
+
+  it('names a tool call of a type it does not know by its type, beside the submit_handoff call', async () => {
+    const unknownCall = { id: 'call_2', type: 'web_search', web_search: { query: 'q' } };
+    const body = answerOf('tool', {});
+    const message = body.choices[0]!.message as { tool_calls: unknown[] };
+    message.tool_calls.push(unknownCall);
+    const { outcome, published } = await outcomeOf('tool', body);
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect((outcome as Error).message).toContain('the model called "web_search"');
+    expect(published).toBe(0);
+  });
+
+  it.each(['structured', 'tool'] as const)('reads a %s answer whose annotations are empty', async (mode) => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script({ body: answerOf(mode, { annotations: [] }) });
+      const model = openaiAdapter({ client: client(provider.url), model: 'gpt-test', api: 'chat' });
       const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode });
       expect(extractSummary(await model(request))).toEqual(summary);
     } finally {
