@@ -107,6 +107,25 @@ function responsesUnfinished(body: unknown): string | undefined {
   return undefined;
 }
 
+/** The items of a Responses answer this adapter reads (`reasoning`: the model's thinking, left out), as openaiAdapter. */
+const READ_ITEMS: ReadonlySet<string> = new Set(['message', 'function_call', 'custom_tool_call', 'reasoning']);
+
+/**
+ * The type of each other item of the raw body of an OpenAI Responses API answer, as openaiAdapter names them
+ * (`SUMMARY_INVALID`): a tool the API ran itself or leaves to the caller, what it gave back, and the items the ai SDK's
+ * OpenAI provider drops without a content part (`mcp_list_tools`: the tools an MCP server lists, which the model may have
+ * called on); none for a body of another shape. The provider refuses an item type its schema does not know (an
+ * `AI_APICallError`, MODEL_FAILED) before this is read.
+ */
+function responsesOtherItems(body: unknown): string[] {
+  if (!isRecord(body) || typeof body.status !== 'string' || !Array.isArray(body.output)) return [];
+  return (body.output as unknown[]).flatMap((item) => {
+    const type = isRecord(item) ? item.type : undefined;
+    if (typeof type !== 'string') return ['an output item without a type'];
+    return READ_ITEMS.has(type) ? [] : [type];
+  });
+}
+
 /**
  * The model, its answers' raw bodies read on the way (`seen.unfinished`: what `responsesUnfinished` finds in the last).
  * The ai SDK's OpenAI provider derives a Responses model's finish reason from `incomplete_details.reason` alone, so a
@@ -119,7 +138,7 @@ function responsesUnfinished(body: unknown): string | undefined {
 function withResponsesStatus(
   wrap: (typeof import('ai'))['wrapLanguageModel'],
   model: LanguageModel,
-  seen: { unfinished?: string },
+  seen: Seen,
 ): LanguageModel {
   if (typeof model !== 'object' || model === null || model.specificationVersion !== 'v3') return model;
   const middleware: LanguageModelMiddleware = {
@@ -127,10 +146,17 @@ function withResponsesStatus(
     wrapGenerate: async ({ doGenerate }) => {
       const result = await doGenerate();
       seen.unfinished = responsesUnfinished(result.response?.body);
+      seen.others = responsesOtherItems(result.response?.body);
       return result;
     },
   };
   return wrap({ model, middleware });
+}
+
+/** What the raw body of the model's last answer says (`withResponsesStatus`): not finished, or items not read. */
+interface Seen {
+  unfinished?: string;
+  others?: string[];
 }
 
 /** Whether the model may be one of OpenAI's Responses API (a model id resolved by the SDK may be: treated as one). */
@@ -186,7 +212,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
     let lastStep: readonly TextPart[] | undefined;
     let lastRawReason: string | undefined; // and its provider's own finish reason
     // What the raw body of a Responses API answer says did not finish, which the finish reason does not carry (below).
-    const seen: { unfinished?: string } = {};
+    const seen: Seen = {};
     try {
       result = await generateText({
         model: withResponsesStatus(ai.wrapLanguageModel, options.model, seen),
@@ -233,11 +259,16 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
         const calls = err.content.flatMap((p) =>
           p.type === 'tool-call' ? [toolCall(p.toolCallId, p.toolName, p.input, strict)] : [],
         );
-        return answer(err.finishReason, text, calls, undefined, undefined, seen.unfinished);
+        return answer(err.finishReason, text, [...calls, ...besides(err.content, seen)], undefined, undefined, seen);
       }
       if (ai.NoObjectGeneratedError.isInstance(err)) {
         const text = lastStep ? answerText(lastStep) : (err.text ?? '');
-        return answer(err.finishReason ?? 'other', text, [], readJson(text, strict), lastRawReason, seen.unfinished);
+        // The calls of the step too (a tool the provider ran beside the text), which this error does not carry.
+        const calls = (lastStep ?? []).flatMap((p) =>
+          p.type === 'tool-call' ? [toolCall(p.toolCallId ?? '', p.toolName ?? '', p.input, strict, 'value')] : [],
+        );
+        const others = [...calls, ...besides(lastStep ?? [], seen)];
+        return answer(err.finishReason ?? 'other', text, others, readJson(text, strict), lastRawReason, seen);
       }
       throw err;
     }
@@ -249,10 +280,10 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
     return answer(
       result.finishReason,
       text,
-      calls,
+      [...calls, ...besides(result.content, seen)],
       f ? readJson(text, strict) : undefined,
       result.rawFinishReason,
-      seen.unfinished,
+      seen,
     );
   };
 }
@@ -261,6 +292,10 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
 interface TextPart {
   type: string;
   text?: string;
+  /** A `tool-call` part's, a `tool-result`'s. */
+  toolCallId?: string;
+  toolName?: string;
+  input?: unknown;
   providerMetadata?: Record<string, Record<string, unknown> | undefined> | undefined;
 }
 
@@ -283,6 +318,31 @@ function answerText(content: readonly TextPart[]): string {
     .join('');
 }
 
+/** The content parts of the model's reply this adapter reads: its text, its calls; `reasoning` is left out. */
+const READ_PARTS: ReadonlySet<string> = new Set(['text', 'reasoning', 'tool-call']);
+
+/**
+ * Every other content part of the model's reply, and each item of a Responses body that the adapter does not read
+ * (`responsesOtherItems`), as calls named to extractSummary (`SUMMARY_INVALID`, as a call of another tool is): what a
+ * tool gave back (`tool-result`, `tool-error`) or an approval it waits for (`tool-approval-request`) without its call
+ * among the calls (with it, it goes with that call, which is named by its tool: a tool the provider ran itself is a
+ * `tool-call` with `providerExecuted`, `web_search`, `mcp.fetch_page`), a `source` the answer cites (a web page or a document found by a search: OpenAI's
+ * `url_citation` and `file_citation`, Google's grounding), a `file` the model made, or a part this adapter does not
+ * know. The summary turn offers no such tool and asks for text or one call; an answer beside them is not a summary of
+ * the transcript alone, and is not taken for one.
+ */
+function besides(content: readonly TextPart[], seen: Seen): ModelToolCall[] {
+  // A result, an error or an approval request of a call among the calls goes with that call, named by it (the SDK
+  // also adds a `tool-error` for a call of a tool not offered, its call among the calls as it came).
+  const called = new Set(content.flatMap((p) => (p.type === 'tool-call' ? [p.toolCallId] : [])));
+  const parts = content.flatMap((p) =>
+    READ_PARTS.has(p.type) || (p.toolCallId !== undefined && called.has(p.toolCallId))
+      ? []
+      : [toolCall(p.toolCallId ?? '', p.type, undefined, false, 'value')],
+  );
+  return [...parts, ...(seen.others ?? []).map((type) => toolCall('', type, undefined, false, 'value'))];
+}
+
 /**
  * Raw finish reasons that are no finished answer, whatever unified reason the SDK's provider gives them: Anthropic's
  * `pause_turn` ("we paused a long-running turn", to be sent back to continue), which the ai SDK's Anthropic provider
@@ -291,8 +351,9 @@ function answerText(content: readonly TextPart[]): string {
 const UNFINISHED_RAW: ReadonlySet<string> = new Set(['pause_turn']);
 
 /**
- * The answer as a `ModelResponse`: `raw`, the provider's own finish reason, named when it did not finish; `unfinished`,
- * what a Responses body said did not finish (`responsesUnfinished`), which makes an answer the SDK calls finished `other`.
+ * The answer as a `ModelResponse`: `raw`, the provider's own finish reason, named when it did not finish;
+ * `seen.unfinished`, what a Responses body said did not finish (`responsesUnfinished`), which makes an answer the SDK
+ * calls finished `other`.
  */
 function answer(
   reason: string,
@@ -300,8 +361,9 @@ function answer(
   calls: ModelToolCall[],
   value: unknown,
   raw?: unknown,
-  unfinished?: string,
+  seen?: Seen,
 ): ModelResponse {
+  const unfinished = seen?.unfinished;
   const paused = typeof raw === 'string' && UNFINISHED_RAW.has(raw);
   let finishReason = paused ? 'other' : finishReasonOf(FINISH, reason);
   let named = raw;

@@ -9,6 +9,9 @@ import { startFakeProvider, type Reply } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 import { validateSummary } from '../../src/summary/summary.js';
 import { countingLedger } from '../support/counting-ledger.js';
+import { compact } from '../../src/compaction/compact.js';
+import type { ContentPart, ToolSet } from 'ai';
+import { unionTags } from './sdk-declarations.js';
 
 const model = (url: string) => createOpenAI({ apiKey: 'test-key', baseURL: `${url}/v1` }).chat('gpt-test');
 
@@ -295,7 +298,6 @@ describe("aiSdkAdapter: a provider's raw reason its unified reason calls finishe
   it.each(['tool', 'structured'] as const)(
     "reads Anthropic's pause_turn as not finished (%s mode), as anthropicAdapter does: SUMMARY_INCOMPLETE naming it, nothing published",
     async (mode) => {
-      const { compact } = await import('../../src/compaction/compact.js');
       const ledger = countingLedger();
       const outcome = await compact({
         ledger,
@@ -331,7 +333,6 @@ describe("aiSdkAdapter and a Responses status the SDK's finish reason does not c
     try {
       provider.script(reply);
       const model = createOpenAI({ apiKey: 'test-key', baseURL: `${provider.url}/v1` }).responses('gpt-test');
-      const { compact } = await import('../../src/compaction/compact.js');
       const ledger = countingLedger();
       const outcome = await compact({
         ledger,
@@ -401,6 +402,211 @@ describe("aiSdkAdapter and a Responses status the SDK's finish reason does not c
         const answer = await aiSdkAdapter({ model, schemaForm: 'openai-strict', maxRetries: 0 })(request);
         expect(extractSummary(answer), mode).toEqual(summary);
       }
+    } finally {
+      await provider.close();
+    }
+  });
+});
+
+describe('aiSdkAdapter: a tool the provider ran itself, what it gave back, what the answer cites', () => {
+  /**
+   * How the adapter reads each part of the ai SDK's content (result.content, a step's, an error's): `answer` (its text),
+   * `reasoning` (left out), `call` (named to extractSummary: SUMMARY_INVALID unless it is the one submit_handoff; a call
+   * the provider ran itself, `providerExecuted`, is named by its tool), `of a call` (a tool's result or error, an
+   * approval it waits for: goes with its call, named by it; without it, refused as below), `refused` (named by its type,
+   * SUMMARY_INVALID: a source the answer cites, a file the model made).
+   * Typed by the SDK's union and held to its declarations at run time: a part type the SDK adds fails here until it is
+   * read on purpose.
+   */
+  const PARTS: Record<ContentPart<ToolSet>['type'], 'answer' | 'reasoning' | 'call' | 'of a call' | 'refused'> = {
+    text: 'answer',
+    reasoning: 'reasoning',
+    'tool-call': 'call',
+    'tool-result': 'of a call',
+    'tool-error': 'of a call',
+    'tool-approval-request': 'of a call',
+    source: 'refused',
+    file: 'refused',
+  };
+
+  it("names every part type of the ai SDK's ContentPart (a new one is noticed here)", () => {
+    expect(Object.keys(PARTS).sort()).toEqual([...new Set(unionTags('ai', 'ContentPart'))].sort());
+  }, 60_000); // the compiler reads the SDK's declarations: seconds, not the default 5 s, on a shared machine
+
+  /**
+   * Each OpenAI Responses output item the SDK's OpenAI provider reads beside the answer, as the API returns it, and the
+   * name the answer is refused with: the tool's name where the provider makes the item a call of it (with its result
+   * where it has one), the item's type where it drops the item (mcp_list_tools), as openaiAdapter names it.
+   */
+  const ITEMS: Record<string, [Record<string, unknown>, string]> = {
+    web_search_call: [
+      { type: 'web_search_call', id: 'ws_1', status: 'completed', action: { type: 'search', query: 'q' } },
+      'web_search',
+    ],
+    file_search_call: [
+      { type: 'file_search_call', id: 'fs_1', status: 'completed', queries: ['q'], results: null },
+      'file_search',
+    ],
+    code_interpreter_call: [
+      {
+        type: 'code_interpreter_call',
+        id: 'ci_1',
+        status: 'completed',
+        code: 'print(1)',
+        container_id: 'cntr_1',
+        outputs: [{ type: 'logs', logs: '1' }],
+      },
+      'code_interpreter',
+    ],
+    image_generation_call: [
+      { type: 'image_generation_call', id: 'ig_1', status: 'completed', result: 'aGk=' },
+      'image_generation',
+    ],
+    computer_call: [{ type: 'computer_call', id: 'cu_1', status: 'completed' }, 'computer_use'],
+    mcp_call: [
+      {
+        type: 'mcp_call',
+        id: 'mcp_1',
+        status: 'completed',
+        arguments: '{}',
+        name: 'fetch_page',
+        server_label: 'web',
+        output: 'a page',
+      },
+      'mcp.fetch_page',
+    ],
+    mcp_list_tools: [
+      {
+        type: 'mcp_list_tools',
+        id: 'mcpl_1',
+        server_label: 'web',
+        tools: [{ name: 'fetch_page', input_schema: {} }],
+      },
+      'mcp_list_tools',
+    ],
+    mcp_approval_request: [
+      { type: 'mcp_approval_request', id: 'mcpr_1', server_label: 'web', name: 'fetch_page', arguments: '{}' },
+      'mcp.fetch_page',
+    ],
+    apply_patch_call: [
+      {
+        type: 'apply_patch_call',
+        id: 'ap_1',
+        call_id: 'call_5',
+        status: 'completed',
+        operation: { type: 'delete_file', path: 'a.ts' },
+      },
+      'apply_patch',
+    ],
+    shell_call: [
+      { type: 'shell_call', id: 'sh_1', call_id: 'call_6', status: 'completed', action: { commands: ['ls'] } },
+      'shell',
+    ],
+    local_shell_call: [
+      {
+        type: 'local_shell_call',
+        id: 'ls_1',
+        call_id: 'call_7',
+        status: 'completed',
+        action: { type: 'exec', command: ['ls'], env: {} },
+      },
+      'local_shell',
+    ],
+    tool_search_call: [
+      { type: 'tool_search_call', id: 'ts_1', execution: 'server', call_id: null, status: 'completed', arguments: {} },
+      'tool_search',
+    ],
+  };
+  const args = JSON.stringify(strictSummary);
+  const messageOf = (annotations: unknown[]) => ({
+    type: 'message',
+    id: 'msg_1',
+    role: 'assistant',
+    status: 'completed',
+    content: [{ type: 'output_text', text: args, annotations }],
+  });
+  const summaryItem = (mode: 'tool' | 'structured') => (mode === 'tool' ? functionCall(args) : messageOf([]));
+  const responses = (url: string) => createOpenAI({ apiKey: 'test-key', baseURL: `${url}/v1` }).responses('gpt-test');
+
+  async function outcomeOf(mode: 'tool' | 'structured', reply: Reply, of = responses) {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(reply);
+      const ledger = countingLedger();
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: aiSdkAdapter({ model: of(provider.url), schemaForm: 'openai-strict', maxRetries: 0 }),
+        transcript: [{ role: 'user', content: 'hi' }],
+        mode,
+      }).catch((e: unknown) => e as Error);
+      return { outcome, published: ledger.published };
+    } finally {
+      await provider.close();
+    }
+  }
+
+  it.each(
+    ['structured', 'tool'].flatMap((mode) => Object.keys(ITEMS).map((type) => [mode, type])) as Array<
+      ['tool' | 'structured', string]
+    >,
+  )(
+    'refuses a %s answer beside a Responses %s item: SUMMARY_INVALID naming it, nothing published',
+    async (mode, type) => {
+      const [item, named] = ITEMS[type]!;
+      const { outcome, published } = await outcomeOf(mode, response([item, summaryItem(mode)]));
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toContain(`the model called "${named}"`);
+      expect(published).toBe(0);
+    },
+  );
+
+  it.each(['url_citation', 'file_citation'])(
+    'refuses a Responses answer whose message cites a %s (a source part): SUMMARY_INVALID naming it',
+    async (kind) => {
+      const annotation =
+        kind === 'url_citation'
+          ? { type: kind, url: 'https://example.com/', title: 'a page', start_index: 0, end_index: 4 }
+          : { type: kind, file_id: 'file_1', filename: 'notes.txt', index: 0 };
+      const { outcome, published } = await outcomeOf('structured', response([messageOf([annotation])]));
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toContain('the model called "source"');
+      expect(published).toBe(0);
+    },
+  );
+
+  it("refuses a chat model's answer that cites a web search (url_citation): SUMMARY_INVALID naming it", async () => {
+    const citation = {
+      type: 'url_citation',
+      url_citation: { url: 'https://example.com/', title: 'a page', start_index: 0, end_index: 4 },
+    };
+    const body = completion({ role: 'assistant', content: args, refusal: null, annotations: [citation] }, 'stop');
+    const { outcome, published } = await outcomeOf('structured', { body }, model);
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect((outcome as Error).message).toContain('the model called "source"');
+    expect(published).toBe(0);
+  });
+
+  it.each(['compaction', 'program', 'additional_tools', 'an_item_type_of_tomorrow'])(
+    'publishes nothing beside a Responses %s item the provider does not know (it throws: MODEL_FAILED)',
+    async (type) => {
+      const { outcome, published } = await outcomeOf(
+        'structured',
+        response([{ type, id: 'x_1' }, summaryItem('structured')]),
+      );
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'MODEL_FAILED' });
+      expect(published).toBe(0);
+    },
+  );
+
+  it.each(['structured', 'tool'] as const)('reads the %s answer beside the reasoning it leaves out', async (mode) => {
+    const provider = await startFakeProvider();
+    try {
+      const reasoning = { type: 'reasoning', id: 'rs_1', summary: [], encrypted_content: 'opaque' };
+      provider.script(response([reasoning, summaryItem(mode)]));
+      const adapter = aiSdkAdapter({ model: responses(provider.url), schemaForm: 'openai-strict', maxRetries: 0 });
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode });
+      expect(extractSummary(await adapter(request))).toEqual(summary);
     } finally {
       await provider.close();
     }
