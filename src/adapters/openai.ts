@@ -158,7 +158,15 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
     for (const part of item.content) {
       if (part.type === 'output_text') {
         if (!phased || phaseOf(item) === 'final_answer') texts.push(part.text);
+        // What the text cites (`url_citation`, `file_citation`, `container_file_citation`, `file_path`: the work of a
+        // search or of code run, as the Chat Completions annotations below) is named by its type, SUMMARY_INVALID.
+        const annotations: unknown = (part as { annotations?: unknown }).annotations;
+        if (Array.isArray(annotations))
+          for (const a of annotations as unknown[])
+            calls.push(otherItem(typeof a === 'object' && a !== null ? a : {}, 'an annotation'));
       } else if (part.type === 'refusal') refusal = part.refusal;
+      // A content part this adapter does not know: named by its type, as an item it does not know is.
+      else calls.push(otherItem(part, 'a content part'));
     }
   }
   if (refusal !== undefined) return { finishReason: 'refusal', refusal };

@@ -10,7 +10,11 @@ import { startFakeProvider } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 import { compact } from '../../src/compaction/compact.js';
 import { countingLedger } from '../support/counting-ledger.js';
-import type { ResponseOutputItem } from 'openai/resources/responses/responses';
+import type {
+  ResponseOutputItem,
+  ResponseOutputMessage,
+  ResponseOutputText,
+} from 'openai/resources/responses/responses';
 import type {
   ChatCompletionMessage,
   ChatCompletionMessageToolCall,
@@ -473,6 +477,44 @@ describe("openaiAdapter: every output item type of the SDK's ResponseOutputItem"
     const { outcome, published } = await outcomeOf(mode, [itemOf(type), summaryItem(mode)]);
     expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
     expect((outcome as Error).message).toContain(`the model called "${type}"`);
+    expect(published).toBe(0);
+  });
+
+  /** Each kind of content part of a message, and of what its text cites, likewise. */
+  const PARTS: Record<ResponseOutputMessage['content'][number]['type'], 'answer' | 'refusal'> = {
+    output_text: 'answer',
+    refusal: 'refusal',
+  };
+  const CITES: Record<ResponseOutputText['annotations'][number]['type'], 'refused'> = {
+    url_citation: 'refused',
+    file_citation: 'refused',
+    container_file_citation: 'refused',
+    file_path: 'refused',
+  };
+
+  it("names every content part of the SDK's ResponseOutputMessage and every annotation of its text (a new one is noticed here)", () => {
+    const RESPONSES = 'openai/resources/responses/responses';
+    expect(Object.keys(PARTS).sort()).toEqual(elementTags(RESPONSES, 'ResponseOutputMessage', 'content').sort());
+    expect(Object.keys(CITES).sort()).toEqual(elementTags(RESPONSES, 'ResponseOutputText', 'annotations').sort());
+  }, 60_000); // the compiler reads the SDK's declarations: seconds, not the default 5 s, on a shared machine
+
+  it.each([...Object.keys(CITES), 'a_citation_of_tomorrow'])(
+    'refuses a summary message whose text cites a %s: SUMMARY_INVALID naming it, nothing published',
+    async (type) => {
+      const cited = { ...outputText(args), annotations: [{ type, url: 'https://example.com/', file_id: 'file_1' }] };
+      const { outcome, published } = await outcomeOf('structured', [message([cited])]);
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toContain(`the model called "${type}"`);
+      expect(published).toBe(0);
+    },
+  );
+
+  it('refuses a summary message beside a content part it does not know, naming its type', async () => {
+    const { outcome, published } = await outcomeOf('structured', [
+      message([{ type: 'output_audio', data: 'aGk=' }, outputText(args)]),
+    ]);
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect((outcome as Error).message).toContain('the model called "output_audio"');
     expect(published).toBe(0);
   });
 
