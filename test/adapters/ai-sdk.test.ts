@@ -418,7 +418,7 @@ describe('aiSdkAdapter: a tool the provider ran itself, what it gave back, what 
    * Typed by the SDK's union and held to its declarations at run time: a part type the SDK adds fails here until it is
    * read on purpose.
    */
-  const PARTS: Record<ContentPart<ToolSet>['type'], 'answer' | 'reasoning' | 'call' | 'of a call' | 'refused'> = {
+  const PARTS_NAMED = {
     text: 'answer',
     reasoning: 'reasoning',
     'tool-call': 'call',
@@ -427,8 +427,9 @@ describe('aiSdkAdapter: a tool the provider ran itself, what it gave back, what 
     'tool-approval-request': 'of a call',
     source: 'refused',
     file: 'refused',
-  };
-
+  } as const;
+  const PARTS: Record<ContentPart<ToolSet>['type'], 'answer' | 'reasoning' | 'call' | 'of a call' | 'refused'> =
+    PARTS_NAMED; // named first: an older SDK may lack a key
   it("names every part type of the ai SDK's ContentPart (a new one is noticed here)", () => {
     expect(Object.keys(PARTS).sort()).toEqual([...new Set(unionTags('ai', 'ContentPart'))].sort());
   }, 60_000); // the compiler reads the SDK's declarations: seconds, not the default 5 s, on a shared machine

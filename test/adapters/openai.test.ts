@@ -398,7 +398,10 @@ describe("openaiAdapter: every output item type of the SDK's ResponseOutputItem"
    * none of which the summary turn asks for; named by its type, SUMMARY_INVALID). Typed by the SDK's union, and held to
    * its declarations below at run time: an item type the SDK adds fails here until it is read on purpose.
    */
-  const HOW: Record<ResponseOutputItem['type'], 'answer' | 'reasoning' | 'call' | 'refused'> = {
+  // Each table is named first and typed by the SDK's union after: every member of the installed SDK must be in it, and
+  // an older SDK (the lowest of the peer range, whose declarations test/adapter-peer-ranges.test.ts checks this file
+  // against) may lack some of its keys.
+  const HOW_NAMED = {
     message: 'answer',
     reasoning: 'reasoning',
     function_call: 'call',
@@ -427,7 +430,8 @@ describe("openaiAdapter: every output item type of the SDK's ResponseOutputItem"
     mcp_list_tools: 'refused',
     mcp_approval_request: 'refused',
     mcp_approval_response: 'refused',
-  };
+  } as const;
+  const HOW: Record<ResponseOutputItem['type'], 'answer' | 'reasoning' | 'call' | 'refused'> = HOW_NAMED;
 
   it("names every item type of the SDK's ResponseOutputItem (a new one is noticed here)", () => {
     const types = unionTags('openai/resources/responses/responses', 'ResponseOutputItem');
@@ -481,16 +485,18 @@ describe("openaiAdapter: every output item type of the SDK's ResponseOutputItem"
   });
 
   /** Each kind of content part of a message, and of what its text cites, likewise. */
-  const PARTS: Record<ResponseOutputMessage['content'][number]['type'], 'answer' | 'refusal'> = {
+  const PARTS_NAMED = {
     output_text: 'answer',
     refusal: 'refusal',
-  };
-  const CITES: Record<ResponseOutputText['annotations'][number]['type'], 'refused'> = {
+  } as const;
+  const PARTS: Record<ResponseOutputMessage['content'][number]['type'], 'answer' | 'refusal'> = PARTS_NAMED;
+  const CITES_NAMED = {
     url_citation: 'refused',
     file_citation: 'refused',
     container_file_citation: 'refused',
     file_path: 'refused',
-  };
+  } as const;
+  const CITES: Record<ResponseOutputText['annotations'][number]['type'], 'refused'> = CITES_NAMED;
 
   it("names every content part of the SDK's ResponseOutputMessage and every annotation of its text (a new one is noticed here)", () => {
     const RESPONSES = 'openai/resources/responses/responses';
@@ -549,7 +555,7 @@ describe("openaiAdapter: every field of the SDK's Chat Completions message", () 
    * the SDK's interface and held to its declarations at run time: a field the SDK adds fails here until it is read on
    * purpose.
    */
-  const FIELDS: Record<keyof ChatCompletionMessage, 'answer' | 'refusal' | 'call' | 'refused' | 'not read'> = {
+  const FIELDS_NAMED = {
     content: 'answer',
     refusal: 'refusal',
     role: 'not read',
@@ -557,10 +563,14 @@ describe("openaiAdapter: every field of the SDK's Chat Completions message", () 
     audio: 'not read',
     function_call: 'call',
     tool_calls: 'call',
-  };
+  } as const;
+  const FIELDS: Record<keyof ChatCompletionMessage, 'answer' | 'refusal' | 'call' | 'refused' | 'not read'> =
+    FIELDS_NAMED;
   /** Each kind of tool call, and of annotation, likewise. */
-  const CALLS: Record<ChatCompletionMessageToolCall['type'], 'call'> = { function: 'call', custom: 'call' };
-  const ANNOTATIONS: Record<ChatCompletionMessage.Annotation['type'], 'refused'> = { url_citation: 'refused' };
+  const CALLS_NAMED = { function: 'call', custom: 'call' } as const;
+  const CALLS: Record<ChatCompletionMessageToolCall['type'], 'call'> = CALLS_NAMED;
+  const ANNOTATIONS_NAMED = { url_citation: 'refused' } as const;
+  const ANNOTATIONS: Record<ChatCompletionMessage.Annotation['type'], 'refused'> = ANNOTATIONS_NAMED;
 
   it("names every field of the SDK's ChatCompletionMessage, each kind of its tool calls and annotations (a new one is noticed here)", () => {
     expect(Object.keys(FIELDS).sort()).toEqual(fieldNames(CHAT, 'ChatCompletionMessage').sort());
