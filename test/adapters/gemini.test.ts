@@ -1,5 +1,6 @@
 /** The Gemini adapter with the real `@google/genai` SDK against the fake provider: JSON output under responseJsonSchema. */
 import { FinishReason, GoogleGenAI } from '@google/genai';
+import type { Candidate, Part } from '@google/genai';
 import { describe, expect, it } from 'vitest';
 import { geminiAdapter } from '../../src/adapters/gemini.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
@@ -7,6 +8,7 @@ import type { ModelFinishReason, ModelMessage } from '../../src/compaction/model
 import type { Reply } from '../support/fake-provider.js';
 import { providerCases, summary } from './provider-cases.js';
 import { countingLedger } from '../support/counting-ledger.js';
+import { fieldNames } from './sdk-declarations.js';
 
 function generated(text: string | undefined, finishReason: string): Reply {
   return {
@@ -282,4 +284,185 @@ describe('geminiAdapter: an answer with functionCall parts (no tool is offered)'
       }
     },
   );
+});
+
+describe('geminiAdapter: an answer beside the work of a tool, or grounded in a search (no tool is offered)', () => {
+  /**
+   * Every field of the installed SDK's Part, as the adapter takes it: `read` (the JSON text, a functionCall named to
+   * extractSummary), `left out` (the model's thinking, and what only says how a part's content is to be taken), or
+   * `refused` (SUMMARY_INVALID naming the field). A field the SDK adds fails here until it is read on purpose.
+   */
+  const PART: Record<keyof Part, 'read' | 'left out' | 'refused'> = {
+    text: 'read',
+    functionCall: 'read',
+    thought: 'left out',
+    thoughtSignature: 'left out',
+    videoMetadata: 'left out',
+    mediaResolution: 'left out',
+    mediaProcessing: 'left out',
+    speechMetadata: 'left out',
+    partMetadata: 'left out',
+    executableCode: 'refused',
+    codeExecutionResult: 'refused',
+    toolCall: 'refused',
+    toolResponse: 'refused',
+    functionResponse: 'refused',
+    inlineData: 'refused',
+    fileData: 'refused',
+    audioTranscription: 'refused',
+  };
+
+  /**
+   * Every field of the installed SDK's Candidate: the grounding in a search or fetched pages is refused when it holds
+   * anything; citationMetadata (the API's recitation check, nothing looked up during the turn) is not read, nor is the
+   * rest (scores, ratings, counts); content and finishReason are read.
+   */
+  const CANDIDATE: Record<keyof Candidate, 'read' | 'not read' | 'refused'> = {
+    content: 'read',
+    finishReason: 'read',
+    groundingMetadata: 'refused',
+    urlContextMetadata: 'refused',
+    citationMetadata: 'not read',
+    finishMessage: 'not read',
+    tokenCount: 'not read',
+    avgLogprobs: 'not read',
+    index: 'not read',
+    logprobsResult: 'not read',
+    safetyRatings: 'not read',
+    continuationToken: 'not read',
+  };
+
+  it("takes every field of the SDK's Part and Candidate on purpose (a field the SDK adds is noticed here)", () => {
+    expect(Object.keys(PART).sort()).toEqual(fieldNames('@google/genai', 'Part').sort());
+    expect(Object.keys(CANDIDATE).sort()).toEqual(fieldNames('@google/genai', 'Candidate').sort());
+  });
+
+  /** A part of each refused field as the API sends it, and one of a field the SDK does not know. */
+  const REFUSED_PARTS: Record<string, Record<string, unknown>> = {
+    executableCode: { executableCode: { language: 'PYTHON', code: 'print(open("notes.md").read())' } },
+    codeExecutionResult: { codeExecutionResult: { outcome: 'OUTCOME_OK', output: 'the notes' } },
+    toolCall: { toolCall: { id: 'tc_1', toolType: 'GOOGLE_SEARCH_WEB', args: { queries: ['handoff'] } } },
+    toolResponse: { toolResponse: { id: 'tc_1', toolType: 'GOOGLE_SEARCH_WEB', response: { results: [] } } },
+    functionResponse: { functionResponse: { id: 'fc_1', name: 'read_file', response: { output: 'x' } } },
+    inlineData: { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } },
+    fileData: { fileData: { mimeType: 'text/plain', fileUri: 'https://example.invalid/f.txt' } },
+    audioTranscription: { audioTranscription: { text: 'the summary, spoken' } },
+    aPartTheSdkDoesNotKnow: { aPartTheSdkDoesNotKnow: { made: 'by a tool' } },
+  };
+
+  it('holds a case for every refused field of the table', () => {
+    const refused = Object.entries(PART).flatMap(([f, how]) => (how === 'refused' ? [f] : []));
+    expect(
+      Object.keys(REFUSED_PARTS)
+        .filter((f) => f in PART)
+        .sort(),
+    ).toEqual(refused.sort());
+  });
+
+  /** The grounding a candidate may carry, as the API sends it. */
+  const GROUNDINGS: Record<string, Record<string, unknown>> = {
+    groundingMetadata: {
+      groundingMetadata: {
+        webSearchQueries: ['handoff ledger'],
+        groundingChunks: [{ web: { uri: 'https://example.invalid/a', title: 'a' } }],
+        groundingSupports: [{ segment: { startIndex: 0, endIndex: 10 }, groundingChunkIndices: [0] }],
+      },
+    },
+    urlContextMetadata: {
+      urlContextMetadata: {
+        urlMetadata: [
+          { retrievedUrl: 'https://example.invalid/a', urlRetrievalStatus: 'URL_RETRIEVAL_STATUS_SUCCESS' },
+        ],
+      },
+    },
+  };
+
+  /** compact() through the real SDK against the fake provider answering `parts` (the summary's JSON among them). */
+  async function compactWith(parts: unknown[], candidateFields: Record<string, unknown> = {}) {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compact } = await import('../../src/compaction/compact.js');
+    const provider = await startFakeProvider();
+    try {
+      const reply = generated(undefined, 'STOP');
+      const candidate = (reply.body as { candidates: Array<{ content: { parts: unknown[] } }> }).candidates[0]!;
+      candidate.content.parts.push(...parts);
+      Object.assign(candidate, candidateFields);
+      provider.script(reply);
+      const ledger = countingLedger();
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: geminiAdapter({
+          client: new GoogleGenAI({
+            apiKey: 'k',
+            httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } },
+          }),
+          model: 'gemini-test',
+        }),
+        transcript: [{ role: 'user', content: 'hi' }],
+        mode: 'structured',
+      }).catch((e: unknown) => e);
+      return { outcome, published: ledger.published };
+    } finally {
+      await provider.close();
+    }
+  }
+
+  const SUMMARY_PART = { text: JSON.stringify(summary) };
+
+  it.each(Object.entries(REFUSED_PARTS))(
+    'refuses a summary beside a %s part: SUMMARY_INVALID naming it, nothing published',
+    async (field, part) => {
+      for (const parts of [
+        [part, SUMMARY_PART],
+        [SUMMARY_PART, part],
+        // A thought part is left out for its text only: the work of a tool in it is refused all the same.
+        [{ ...part, thought: true }, SUMMARY_PART],
+      ]) {
+        const { outcome, published } = await compactWith(parts);
+        expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+        expect((outcome as Error).message).toContain(`"${field}"`);
+        expect(published).toBe(0);
+      }
+    },
+  );
+
+  it.each(Object.entries(GROUNDINGS))(
+    'refuses a summary grounded in what the request did not ask for (%s): SUMMARY_INVALID naming it, nothing published',
+    async (field, fields) => {
+      const { outcome, published } = await compactWith([SUMMARY_PART], fields);
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toContain(`"${field}"`);
+      expect(published).toBe(0);
+    },
+  );
+
+  it('reads a summary beside an empty grounding, a recitation citation, thought parts and their signatures', async () => {
+    for (const [parts, fields] of [
+      [[SUMMARY_PART], { groundingMetadata: {}, urlContextMetadata: { urlMetadata: [] } }],
+      [[SUMMARY_PART], { groundingMetadata: { webSearchQueries: [], groundingChunks: [] } }],
+      [
+        [SUMMARY_PART],
+        {
+          // The recitation check's mark on a passage matching a source the model was trained on: nothing looked up.
+          citationMetadata: {
+            citations: [{ startIndex: 0, endIndex: 20, uri: 'https://github.com/example/repo', license: 'mit' }],
+          },
+        },
+      ],
+      [
+        [
+          { text: 'Working out what the summary holds {', thought: true, thoughtSignature: 'c2lnbmF0dXJl' },
+          { thought: true, thoughtSignature: 'c2lnbmF0dXJl' },
+          { ...SUMMARY_PART, thoughtSignature: 'c2lnbmF0dXJl' },
+        ],
+        {},
+      ],
+    ] as Array<[unknown[], Record<string, unknown>]>) {
+      const { outcome, published } = await compactWith(parts, fields);
+      // Published: the counting ledger's stand-in answer fails what compact does after, never a SUMMARY_* refusal.
+      expect((outcome as { code?: string }).code ?? '', JSON.stringify([parts, fields])).not.toMatch(/^SUMMARY_/);
+      expect(published, JSON.stringify([parts, fields])).toBe(1);
+    }
+  });
 });

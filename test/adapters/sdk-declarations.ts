@@ -2,9 +2,10 @@
  * What an SDK's type declarations say, read at run time with the TypeScript compiler: the `type` of each member of a
  * union (`ResponseOutputItem`), members declared in a namespace or through `extends` included, and the fields of an
  * interface. The declarations are those of the SDK installed in the repository (resolved with Node's resolver, not the
- * test's), so a member or field the SDK adds when it is updated fails the test that holds its table to them until it
+ * test's; where none sit beside its code, with the compiler's), so a member or field the SDK adds when it is updated fails the test that holds its table to them until it
  * is read on purpose.
  */
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import ts from 'typescript';
 
@@ -13,9 +14,20 @@ const programs = new Map<string, ts.Program>();
 
 /** The type or interface `name` exported by the declarations beside the module `specifier`, and a checker for it. */
 function declared(specifier: string, name: string): { checker: ts.TypeChecker; type: ts.Type; where: string } {
-  const file = createRequire(import.meta.url)
-    .resolve(specifier)
-    .replace(/\.(c|m)?js$/, '.d.$1ts');
+  const resolved = createRequire(import.meta.url).resolve(specifier);
+  let file = resolved.replace(/\.(c|m)?js$/, '.d.$1ts');
+  // An SDK whose declarations are not beside its code (@google/genai's dist/node/node.d.ts): where the compiler
+  // finds them for the same module, through the package's exports.
+  if (!existsSync(file)) {
+    const found = ts.resolveModuleName(
+      specifier,
+      resolved,
+      { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext },
+      ts.sys,
+    ).resolvedModule?.resolvedFileName;
+    if (!found) throw new Error(`no declarations for ${specifier} (beside ${resolved})`);
+    file = found;
+  }
   let program = programs.get(file);
   if (!program) {
     program = ts.createProgram([file], { noEmit: true, skipLibCheck: true, strictNullChecks: true, types: [] });
