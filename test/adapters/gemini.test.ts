@@ -247,6 +247,37 @@ describe("geminiAdapter: README's finish reasons", () => {
   });
 });
 
+/** compact() through the real SDK against the fake provider answering `parts` (the summary's JSON among them). */
+async function compactWith(parts: unknown[], candidateFields: Record<string, unknown> = {}) {
+  const { startFakeProvider } = await import('../support/fake-provider.js');
+  const { compact } = await import('../../src/compaction/compact.js');
+  const provider = await startFakeProvider();
+  try {
+    const reply = generated(undefined, 'STOP');
+    const candidate = (reply.body as { candidates: Array<{ content: { parts: unknown[] } }> }).candidates[0]!;
+    candidate.content.parts.push(...parts);
+    Object.assign(candidate, candidateFields);
+    provider.script(reply);
+    const ledger = countingLedger();
+    const outcome = await compact({
+      ledger,
+      scope: { principal: 'alice', session: 's1', run: 'r1' },
+      model: geminiAdapter({
+        client: new GoogleGenAI({
+          apiKey: 'k',
+          httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } },
+        }),
+        model: 'gemini-test',
+      }),
+      transcript: [{ role: 'user', content: 'hi' }],
+      mode: 'structured',
+    }).catch((e: unknown) => e);
+    return { outcome, published: ledger.published };
+  } finally {
+    await provider.close();
+  }
+}
+
 describe('geminiAdapter: an answer with functionCall parts (no tool is offered)', () => {
   it.each([
     ['beside the JSON answer', true],
@@ -254,34 +285,11 @@ describe('geminiAdapter: an answer with functionCall parts (no tool is offered)'
   ] as const)(
     'refuses a finished answer with a functionCall part %s: SUMMARY_INVALID naming the function, nothing published',
     async (_, withText) => {
-      const { startFakeProvider } = await import('../support/fake-provider.js');
-      const { compact } = await import('../../src/compaction/compact.js');
-      const provider = await startFakeProvider();
-      try {
-        const reply = generated(withText ? JSON.stringify(summary) : undefined, 'STOP');
-        const candidate = (reply.body as { candidates: Array<{ content: { parts: unknown[] } }> }).candidates[0]!;
-        candidate.content.parts.push({ functionCall: { id: 'fc_1', name: 'write_file', args: { path: 'a.ts' } } });
-        provider.script(reply);
-        const ledger = countingLedger();
-        const outcome = await compact({
-          ledger,
-          scope: { principal: 'alice', session: 's1', run: 'r1' },
-          model: geminiAdapter({
-            client: new GoogleGenAI({
-              apiKey: 'k',
-              httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } },
-            }),
-            model: 'gemini-test',
-          }),
-          transcript: [{ role: 'user', content: 'hi' }],
-          mode: 'structured',
-        }).catch((e: unknown) => e);
-        expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
-        expect((outcome as Error).message).toMatch(/called "write_file"/);
-        expect(ledger.published).toBe(0);
-      } finally {
-        await provider.close();
-      }
+      const call = { functionCall: { id: 'fc_1', name: 'write_file', args: { path: 'a.ts' } } };
+      const { outcome, published } = await compactWith(withText ? [{ text: JSON.stringify(summary) }, call] : [call]);
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((outcome as Error).message).toMatch(/called "write_file"/);
+      expect(published).toBe(0);
     },
   );
 });
@@ -376,37 +384,6 @@ describe('geminiAdapter: an answer beside the work of a tool, or grounded in a s
       },
     },
   };
-
-  /** compact() through the real SDK against the fake provider answering `parts` (the summary's JSON among them). */
-  async function compactWith(parts: unknown[], candidateFields: Record<string, unknown> = {}) {
-    const { startFakeProvider } = await import('../support/fake-provider.js');
-    const { compact } = await import('../../src/compaction/compact.js');
-    const provider = await startFakeProvider();
-    try {
-      const reply = generated(undefined, 'STOP');
-      const candidate = (reply.body as { candidates: Array<{ content: { parts: unknown[] } }> }).candidates[0]!;
-      candidate.content.parts.push(...parts);
-      Object.assign(candidate, candidateFields);
-      provider.script(reply);
-      const ledger = countingLedger();
-      const outcome = await compact({
-        ledger,
-        scope: { principal: 'alice', session: 's1', run: 'r1' },
-        model: geminiAdapter({
-          client: new GoogleGenAI({
-            apiKey: 'k',
-            httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } },
-          }),
-          model: 'gemini-test',
-        }),
-        transcript: [{ role: 'user', content: 'hi' }],
-        mode: 'structured',
-      }).catch((e: unknown) => e);
-      return { outcome, published: ledger.published };
-    } finally {
-      await provider.close();
-    }
-  }
 
   const SUMMARY_PART = { text: JSON.stringify(summary) };
 
