@@ -45,7 +45,10 @@ export type BlobSource = Uint8Array | AsyncIterable<Uint8Array>;
 export interface BlobStore {
   /**
    * Stores bytes durably under their BLAKE3 digest and returns it. When `put` resolves the blob
-   * is durable (fsynced file and directory, or committed transaction). Idempotent.
+   * is durable (fsynced file and directory, or committed transaction). Idempotent. A `Uint8Array` given whole must not
+   * change until `put` resolves: it is written and hashed as it is, not copied first (the ledger hands over a buffer of
+   * its own), and bytes changed in between can be stored under a digest they do not have (a read then refuses them,
+   * `BLOB_INTEGRITY`).
    * @throws StoreError `BLOB_TOO_LARGE`, `CANCELLED`, `STORAGE_FAILED`; `INVALID_ARGUMENT` (a source that is
    *   not bytes, a chunk that is not a Uint8Array, a `maxBytes` that is not a non-negative integer); `UNSAFE_ROOT` /
    *   `UNSAFE_PATH` (filesystem: the root, or a directory under it, is no longer the real directory opened: a link or
