@@ -12,7 +12,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { exportBundle } from '../../src/ops/export.js';
-import { verifyBundle, type AuditScope, type BundleExpectation } from '../../manifests/audit/verify-chain.js';
+import {
+  verifyBundle,
+  type AuditScope,
+  type BundleExpectation,
+  type VerifyBundleOptions,
+} from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
 import { describeCoverage } from '../../manifests/audit/report-text.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
@@ -77,12 +82,29 @@ const SCOPES: Array<AuditScope | undefined> = [
 ];
 const EXPECTS: Array<BundleExpectation | undefined> = [undefined, 'full', 'filtered'];
 
+/** The whole bundle verified with `options` (trust added). */
+function verifyWhole(options: Omit<VerifyBundleOptions, 'trust'> = {}) {
+  return verifyBundle(
+    memoryBundleReader({ header, manifests: text(lines), treeFiles: { 'checkpoint.note': checkpoint } }),
+    { trust, ...options },
+  );
+}
+
+/** A filtered bundle as `deriveFiltered` made it, verified by the auditor held to `scope`. */
+function verifyFiltered(d: Awaited<ReturnType<typeof deriveFiltered>>, scope: AuditScope) {
+  return verifyBundle(
+    memoryBundleReader({
+      header: d.header,
+      manifests: text(d.lines),
+      treeFiles: { 'checkpoint.note': checkpoint, 'proofs.jsonl': d.proofs, 'heads.jsonl': d.heads },
+    }),
+    { trust, verifier: nodeVerifier, scope },
+  );
+}
+
 describe('the scope matrix: auditor × header × what was left out', () => {
   it('never passes a truncated chain, an asked-for session left out, or an unscoped bundle missing a chain', async () => {
-    const full = await verifyBundle(
-      memoryBundleReader({ header, manifests: text(lines), treeFiles: { 'checkpoint.note': checkpoint } }),
-      { trust },
-    );
+    const full = await verifyWhole();
     expect(full.ok).toBe(true);
     const violations = new Set<string>();
     let passed = 0;
@@ -151,21 +173,11 @@ describe('the scope matrix: auditor × header × what was left out', () => {
   }, 600_000);
 
   it("says a principal's filtered bundle proves the heads of the sessions it holds, not which sessions the principal published in", async () => {
-    const full = await verifyBundle(
-      memoryBundleReader({ header, manifests: text(lines), treeFiles: { 'checkpoint.note': checkpoint } }),
-      { trust, verifier: nodeVerifier },
-    );
+    const full = await verifyWhole({ verifier: nodeVerifier });
     // Every session alice published in (s1 and s2) left out whole, with its heads.jsonl line: the index, keyed by
     // session, cannot show it (docs/AUDIT.md, "Completeness"), so the report must not read as if it did.
     const d = await deriveFiltered({ header, lines }, full.chains, () => false, { principal: 'alice' });
-    const r = await verifyBundle(
-      memoryBundleReader({
-        header: d.header,
-        manifests: text(d.lines),
-        treeFiles: { 'checkpoint.note': checkpoint, 'proofs.jsonl': d.proofs, 'heads.jsonl': d.heads },
-      }),
-      { trust, verifier: nodeVerifier, scope: { principal: 'alice' } },
-    );
+    const r = await verifyFiltered(d, { principal: 'alice' });
     expect(r.ok).toBe(true);
     expect(describeCoverage(r)).toMatch(
       /; completeness \(0 session heads proven at the checkpoint; NOT which sessions principal alice published in: one left out whole, with its heads\.jsonl line, goes unseen\)$/,
@@ -173,19 +185,9 @@ describe('the scope matrix: auditor × header × what was left out', () => {
     // A session's filtered bundle and a full one claim no such caveat: the asked-for session's head is proven, and a
     // full bundle's root covers every chain.
     const s1 = await deriveFiltered({ header, lines }, full.chains, (s) => s === 's1', { session: 's1' });
-    const one = await verifyBundle(
-      memoryBundleReader({
-        header: s1.header,
-        manifests: text(s1.lines),
-        treeFiles: { 'checkpoint.note': checkpoint, 'proofs.jsonl': s1.proofs, 'heads.jsonl': s1.heads },
-      }),
-      { trust, verifier: nodeVerifier, scope: { session: 's1' } },
-    );
+    const one = await verifyFiltered(s1, { session: 's1' });
     expect(describeCoverage(one)).toMatch(/; completeness \(1 session head proven at the checkpoint\)$/);
-    const whole = await verifyBundle(
-      memoryBundleReader({ header, manifests: text(lines), treeFiles: { 'checkpoint.note': checkpoint } }),
-      { trust, verifier: nodeVerifier, expect: 'full' },
-    );
+    const whole = await verifyWhole({ verifier: nodeVerifier, expect: 'full' });
     expect(describeCoverage(whole)).toMatch(/; completeness \(3 session heads proven at the checkpoint\)$/);
   });
 });
