@@ -22,7 +22,8 @@ export interface PublishingLedger {
    * `Ledger.checkPublish`: when the ledger has it, `compact` calls it before it asks the model, so a refusal of
    * publish that does not depend on the summary (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, a host key that would
    * not sign: `KEY_REVOKED`, `KEY_EXPIRED`) comes before the transcript is sent to the provider. A wrapper that has
-   * only `publish` is asked after the model, at publish.
+   * only `publish` is asked after the model, at publish. `compact` stops waiting for it at the abort of its `signal`
+   * (`CANCELLED`), whether or not the wrapper passes the signal on: it only checks.
    */
   checkPublish?(
     scope: PublishScope,
@@ -243,8 +244,13 @@ async function compactOnce<L extends PublishingLedger>(
   // What publish would refuse whatever the summary, refused before the model is asked: the transcript of a principal
   // that may not publish here (revoked, not granted, denied by the authorizer) never goes to the provider, and a run
   // whose expectedPrev is no longer the head spends no model call.
+  // Ended at the abort as the model's call is, even when a wrapper's checkPublish does not pass the signal on (it only
+  // reads: what it goes on doing is dropped). Not publish: an append that commits after the abort is published.
   if (typeof checkPublish === 'function')
-    await Reflect.apply(checkPublish, ledger, [options.scope, { ...publishOptions }]);
+    await untilCancelled(
+      Promise.resolve(Reflect.apply(checkPublish, ledger, [options.scope, { ...publishOptions }])),
+      options.signal,
+    );
   const request = requestOf(options);
   // Taken before the model is asked: an adapter may change the request it is given.
   const instructions = leadingSystem(request.messages);

@@ -10,6 +10,7 @@ import { type Ledger } from '../../src/ledger/ledger.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { compact, resumeContext, shouldCompact, type ModelAdapter, type ModelRequest } from '../../src/index.js';
 import { sampleSummary, scriptedModel, submitHandoff } from '../support/harness/index.js';
+import { ENDS_AT_SIGNAL_MS, settledWithin } from '../support/settled.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
 /** A transcript of one turn, where what it says does not matter. */
@@ -197,6 +198,33 @@ describe('compact', () => {
     }).catch((e: unknown) => e);
     await new Promise((r) => setTimeout(r, 10)); // a model call made after the abort would have been made by now
     expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    expect(model.requests).toEqual([]);
+    expect(await ledger.resume(scope)).toBeUndefined();
+  });
+
+  it("ends at the abort while a wrapper's checkPublish that does not pass the signal on still waits: CANCELLED, the model not asked", async () => {
+    const controller = new AbortController();
+    let checking!: () => void;
+    const called = new Promise<void>((resolve) => (checking = resolve));
+    const wrapper = {
+      // Drops the options, so the ledger's checkPublish gets no signal; then waits on what never answers (a busy pool).
+      checkPublish: async (...args: Parameters<Ledger['checkPublish']>) => {
+        checking();
+        await ledger.checkPublish(args[0]);
+        await new Promise<never>(() => {});
+      },
+      publish: (...args: Parameters<Ledger['publish']>) => ledger.publish(...args),
+    };
+    const model = scriptedModel([submitHandoff(sampleSummary())]);
+    const compacting = compact({ ledger: wrapper, scope, model, transcript: said, signal: controller.signal });
+    await called;
+    controller.abort(new Error('user pressed stop'));
+    expect(await settledWithin(compacting, ENDS_AT_SIGNAL_MS)).toBe('settled');
+    expect(await compacting.catch((e: unknown) => e)).toMatchObject({
+      name: 'LedgerError',
+      code: 'CANCELLED',
+      message: 'compaction cancelled',
+    });
     expect(model.requests).toEqual([]);
     expect(await ledger.resume(scope)).toBeUndefined();
   });
