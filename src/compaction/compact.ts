@@ -88,7 +88,8 @@ export interface CompactResult<R> {
   summary: Summary;
   /**
    * The compacted context: the transcript's leading system messages (the Harness's instructions, not history: the same
-   * objects, in their order), then the handoff message that replaces the summarized turns. A leading system message
+   * objects, in their order; one whose text held a lone surrogate as the copy that was sent, U+FFFD in its place), then
+   * the handoff message that replaces the summarized turns. A leading system message
    * that is itself a rendered handoff (it begins with `HANDOFF_CONTEXT_HEADER`) is replaced, not kept. System messages
    * after the first other message are history, summarized with it.
    */

@@ -97,7 +97,7 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
     purpose: 'compaction',
     messages: [
       ...transcript,
-      { role: 'user', content: `${options.instructions ?? DEFAULT_COMPACTION_INSTRUCTIONS}\n\n${how}` },
+      { role: 'user', content: `${wellFormed(options.instructions ?? DEFAULT_COMPACTION_INSTRUCTIONS)}\n\n${how}` },
     ],
   };
   if (mode === 'tool') {
@@ -183,17 +183,28 @@ function checkMessages(messages: unknown): void {
 }
 
 /**
+ * Text as it is sent: a lone surrogate (a tool's output or a file cut in the middle of a character) as U+FFFD, as
+ * UTF-8 encodes it. Serialized as JSON it would go out as an escape no provider takes: Anthropic's API refuses the
+ * request (400, "no low surrogate in string"), so a transcript holding one could not be compacted at all.
+ */
+function wellFormed(text: string): string {
+  return text.isWellFormed() ? text : text.toWellFormed();
+}
+
+/**
  * A message as every adapter expects it: what `checkMessages` lets through beyond the type (a `null` toolCallId or
  * toolCalls, an assistant turn that only calls tools with `content: null` or none) made what the type says: absent
- * fields left out, no text as `''` (which the adapters read as a turn that only calls tools).
+ * fields left out, no text as `''` (which the adapters read as a turn that only calls tools), and its text well formed
+ * (`wellFormed`). A message that needs none of it is passed on as the same object.
  */
 function normalized(m: ModelMessage): ModelMessage {
   const loose = m as { content: string | null | undefined; toolCallId?: string | null; toolCalls?: unknown };
-  if (typeof loose.content === 'string' && loose.toolCallId !== null && loose.toolCalls !== null) return m;
+  const content = wellFormed(loose.content ?? '');
+  if (content === loose.content && loose.toolCallId !== null && loose.toolCalls !== null) return m;
   const { toolCallId, toolCalls, ...rest } = m;
   return {
     ...rest,
-    content: m.content ?? '',
+    content,
     ...(toolCallId !== undefined && toolCallId !== null ? { toolCallId } : {}),
     ...(toolCalls !== undefined && toolCalls !== null ? { toolCalls } : {}),
   };

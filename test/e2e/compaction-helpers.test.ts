@@ -14,6 +14,7 @@ import {
   shouldCompact,
   SUBMIT_HANDOFF,
   submitHandoffTool,
+  type ModelMessage,
 } from '../../src/index.js';
 import { sampleSummary } from '../support/harness/index.js';
 
@@ -142,6 +143,34 @@ describe('submit_handoff and the structured-output format', () => {
       const body = message.content.slice(label!.length + 1);
       expect(body.slice(2).replace(/(\r\n|[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]) {2}/g, '$1')).toBe(output);
     }
+  });
+
+  it('send text cut in the middle of a character (a lone surrogate) as U+FFFD: a provider refuses the escape JSON makes of it', () => {
+    const cut = 'log line \u{1F600}'.slice(0, -1); // the output of a tool cut after a high surrogate
+    const call = { id: 'call_1', name: 'read_file', input: { path: 'a.ts' } };
+    const whole = { role: 'user' as const, content: 'well formed \u{1F600}' };
+    const messages: ModelMessage[] = [
+      { role: 'system', content: `instructions ${cut}` },
+      whole,
+      { role: 'assistant', content: `\udc00 said`, toolCalls: [call] },
+      { role: 'tool', toolCallId: 'call_1', content: cut },
+      { role: 'tool', toolCallId: 'call_0', content: `no call before ${cut}` },
+    ];
+    const req = compactionRequest({ messages, instructions: `Summarize ${cut}` });
+    // What an SDK puts in the request body: no escape of a lone surrogate (\udXXX) in it, every text there still.
+    const body = JSON.stringify(req.messages);
+    expect(body).not.toMatch(/\\ud[89a-f][0-9a-f]{2}/i);
+    for (const m of req.messages) expect(m.content.isWellFormed(), JSON.stringify(m.content)).toBe(true);
+    expect(req.messages.map((m) => m.content)).toEqual([
+      'instructions log line \ufffd',
+      'well formed \u{1F600}',
+      '\ufffd said',
+      'log line \ufffd',
+      expect.stringMatching(/\n {2}no call before log line \ufffd$/),
+      expect.stringMatching(/^Summarize log line \ufffd\n\n/),
+    ]);
+    expect(req.messages[3]).toMatchObject({ role: 'tool', toolCallId: 'call_1' }); // still the answer to its call
+    expect(req.messages[1]).toBe(whole); // a message with nothing to change is passed on as it is
   });
 
   it('build a structured-output request with no tools at all', () => {
