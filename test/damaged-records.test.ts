@@ -766,6 +766,48 @@ describe('damaged records of the embedded store', () => {
     expect(await granteeOutcomes(await levelStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);
   });
 
+  it('an entry lost from a store made before the tree: both opens go on over the tree of the entries before it, fsck names it as in a store with its tree, appends are refused', async () => {
+    // s1's seq 1, at position 2 (of 0–3), entry and position record.
+    const lost = {
+      name: 'entry lost',
+      want: {},
+      level: () => ({ [`e!s1!${hex12(1)}`]: undefined, 'p!0000000000000002': undefined }),
+    };
+    const findingsOf = async (made: Made) => {
+      const ledger = await openLedger({ ...made.opts, diagnose: true });
+      try {
+        return (await fsck(ledger)).findings;
+      } finally {
+        await ledger.close();
+      }
+    };
+    const withTree = await findingsOf(await levelStore(lost));
+    expect(withTree.map((f) => f.code).sort()).toEqual(['HEAD_MISMATCH', 'POSITION_GAP', 'POSITION_GAP']);
+    // What a store of the version before the tree holds: no tree, id or session-heads records, no pin.
+    const made = await levelStore(lost);
+    const log = await LevelManifestLog.open(join(made.opts.root!, 'manifests-v1'));
+    try {
+      const later: string[] = [];
+      for await (const key of log.raw.keys()) if (/^(?:n!|i!|x!|m!session-heads$)/.test(key)) later.push(key);
+      await log.raw.batch(later.map((key) => ({ type: 'del' as const, key })));
+    } finally {
+      await log.close();
+    }
+    rmSync(join(made.opts.root!, 'checkpoints'), { recursive: true });
+    const ledger = await openLedger(made.opts);
+    try {
+      expect((await ledger.log.treeHead()).size).toBe(2);
+      await expect(ledger.resume(scope('s2'))).resolves.toBeDefined();
+      await expect(ledger.publish(scope('s2'), sampleSummary('after'))).rejects.toMatchObject({
+        code: 'TREE_DAMAGED',
+        message: expect.stringContaining('global position 2 holds no entry (the next entry is at 3)'),
+      });
+    } finally {
+      await ledger.close();
+    }
+    expect(await findingsOf(made)).toEqual(withTree);
+  });
+
   it.each(DAMAGES.filter((d) => !d.pg).map((d) => [d.name, d] as const))(
     '%s: every operation gives its answer or a coded error',
     async (_name, damage) => {

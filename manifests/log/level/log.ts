@@ -408,6 +408,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         );
         log.treeSize = state.size;
         log.frontier = state.frontier;
+        // An entry lost from a store of before the tree: it opens with the tree of the entries before it, for reads
+        // and fsck (which names the gap, as in a store that had its tree: POSITION_GAP), and appends are refused.
+        if (state.gap !== undefined) log.treeDamage = state.gap;
       }
     } catch (err) {
       await db.close().catch(() => {});

@@ -90,7 +90,11 @@ export async function loadFrontier(db: Level<string, string>, size: number): Pro
 
 /**
  * Adds the entries at positions ≥ the tree's size to the tree (stores written before the tree existed), in
- * batches; each batch is synced, so an interruption resumes where it stopped.
+ * batches; each batch is synced, so an interruption resumes where it stopped. An entry lost from the store (its
+ * position holds none, or the entry listed next is at another position) ends the tree before it: the entries before
+ * it are added, and `gap` says where it stopped (no leaf can be made for an entry that is not there, and none after
+ * it would be at its position). The caller opens the store with that damage (appends refused, fsck names the gap); a
+ * later open, the entry restored, goes on from that size.
  * @param signal looked at before each entry is taken: once it aborts, `CANCELLED` (the signal's reason as the
  *   cause), the batches written before it kept whole with their size, the entries taken since dropped unwritten; the
  *   next open goes on from that size
@@ -100,7 +104,7 @@ export async function backfillTree(
   entries: AsyncIterable<LogEntry>,
   state: { frontier: TreeNode[]; size: number },
   signal?: AbortSignal,
-): Promise<{ frontier: TreeNode[]; size: number }> {
+): Promise<{ frontier: TreeNode[]; size: number; gap?: string | undefined }> {
   let pending: Array<{ id: string; position: number; leaf: Uint8Array }> = [];
   const flush = async () => {
     if (pending.length === 0) return;
@@ -111,11 +115,17 @@ export async function backfillTree(
   };
   for await (const e of entries) {
     throwIfAborted(signal, ManifestError);
-    if (e.position !== state.size + pending.length)
-      throw new ManifestError(
-        'TREE_DAMAGED',
-        `global position ${e.position} follows ${state.size + pending.length - 1}`,
-      );
+    const expected = state.size + pending.length;
+    if (e.position !== expected) {
+      await flush();
+      return {
+        ...state,
+        gap:
+          e.position > expected
+            ? `global position ${expected} holds no entry (the next entry is at ${e.position}): the tree was built from the entries before it only`
+            : `the entry listed after global position ${expected - 1} is at ${e.position}: the tree was built from the entries before it only`,
+      };
+    }
     pending.push({ id: e.id, position: e.position, leaf: leafOfEnvelope(e.envelope) });
     if (pending.length === 1000) await flush();
   }
