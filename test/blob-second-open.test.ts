@@ -4,10 +4,10 @@
  * writes left in `tmp/` and puts back what an interrupted gc left in `gc-aside/`. It must not take the staging file of
  * a put still in flight through the first store (that put would fail at its link, ENOENT, for no fault of its own), nor
  * put back a blob a gc of the first store holds aside while it judges it (that gc would find it gone and keep an old
- * blob; or remove it first, and the open fail at its link).
+ * blob; or remove it first, and the open fail at its link). An open to diagnose names neither as a leftover.
  */
 import { describe, expect, it } from 'vitest';
-import { readdir, utimes, writeFile } from 'node:fs/promises';
+import { readdir, unlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
@@ -71,7 +71,7 @@ describe('a second open of a root in one process', () => {
     }
   });
 
-  it('leaves a blob a gc of the first store holds aside to that gc, which removes it as judged', async () => {
+  it('leaves a blob a gc of the first store holds aside to that gc, which removes it as judged (an open to diagnose names it no leftover)', async () => {
     const root = tempDir();
     const hash = await loadHashBackend('auto');
     let asidePath = '';
@@ -113,6 +113,13 @@ describe('a second open of a root in one process', () => {
       const reached = new Promise<void>((r) => (atAside = r));
       const deleting = first.delete(digest, { storedBeforeMs: Date.now() - HOUR });
       await reached;
+      // An open to diagnose names what an interrupted gc left (another blob's name), not the blob this gc holds.
+      const crashed = join(root, 'gc-aside', 'cd'.repeat(32));
+      await writeFile(crashed, 'a blob a crashed gc held aside', { mode: 0o600 });
+      const diagnosed = await FsBlobStore.open(root, { hash, leaveLeftovers: true });
+      await diagnosed.store.close();
+      expect(diagnosed.recovery.leftInPlace?.aside).toEqual([crashed]);
+      await unlink(crashed);
       const opening = FsBlobStore.open(root, { hash, fs: openFs });
       opening.catch(() => {});
       await Promise.race([openRestored, opening, new Promise((r) => setTimeout(r, 500))]);

@@ -101,7 +101,7 @@ export interface FsRecoveryReport {
   stagingRemoved: number;
   /**
    * With `leaveLeftovers`: the paths `recover` would have dealt with, left as they are (staging files it would
-   * remove; blobs in `gc-aside/` it would link back at their paths).
+   * remove; blobs in `gc-aside/` it would link back at their paths: not one a gc of this process is judging there).
    */
   leftInPlace?: { staging: string[]; aside: string[] } | undefined;
 }
@@ -255,6 +255,9 @@ export class FsBlobStore extends AbstractBlobStore {
       const aside: string[] = [];
       for (const name of (await this.namesIn(this.asideDir)).sort()) {
         if (!HEX64.test(name)) continue;
+        // A gc of this process (through any of its stores on this root) judging the blob now holds it there: no
+        // leftover of an interrupted gc (`recover` waits for its turn and finds it removed or linked back).
+        if (judging.has(queueKey(this.rootId, name))) continue;
         if (signal?.aborted) break; // CANCELLED below, not a storage failure
         const path = join(this.asideDir, name);
         if (this.keepStagingMs > 0) {
