@@ -581,7 +581,10 @@ export class FsBlobStore extends AbstractBlobStore {
       if (errno(err) === 'ENOENT') return;
       throw storageFailed('quarantine', err);
     }
-    await this.fs.fsyncDir(this.quarantineDir).catch(wrap('fsync directory'));
+    // Listed until an fsync of it succeeds (`syncDir`), as a shard directory is: a retry links the blob at the path the
+    // damaged copy left and fsyncs the shard, which makes the copy's removal from it durable; without quarantine/'s
+    // fsync, its arrival there might not be, and a crash would lose the copy quarantine/ keeps.
+    await this.syncDir(this.quarantineDir);
   }
 
   protected async _get(digest: Digest, limits: ReadLimits): Promise<Uint8Array> {
