@@ -8,8 +8,8 @@
  * replaced. A failure at any step leaves no bundle (and removes the claim while it is still ours and empty).
  * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job), so a manifest
  * that does not verify yields a bundle whose verification shows it, and a blob the store cannot return intact
- * (missing, corrupt, over the size limit, or not a regular file at its path) is left out and listed, and verify
- * reports it missing. A log record the export needs but cannot read at all (`RECORD_CORRUPT`: there is no envelope
+ * (missing, corrupt, over the size limit or the size its manifests say, or not a regular file at its path) is left
+ * out and listed, and verify reports it missing. A log record the export needs but cannot read at all (`RECORD_CORRUPT`: there is no envelope
  * to copy, and nothing to show an auditor where it was) stops it instead: no bundle, and an error that names the
  * record and says to run fsck. A `--session` export reads that session's chain alone, so only its own records can
  * stop it; a full or `--principal` export reads the whole log.
@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
+import { TieredBlobStore } from '../ledger/blob-tiers.js';
 import {
   checkBooleanOption,
   isUint8Array,
@@ -100,8 +101,9 @@ export interface ExportResult {
   dir: string;
   header: BundleHeader;
   /**
-   * Blobs the store could not return intact (absent, corrupt, over the size limit, or not a regular file at their
-   * path): not in the bundle, so `verify` reports them.
+   * Blobs the store could not return intact (absent, corrupt, over the size limit, larger than their manifests say:
+   * `BLOB_INTEGRITY`, refused before they are read, or not a regular file at their path): not in the bundle, so
+   * `verify` reports them.
    */
   unavailableBlobs: Array<{ digest: Digest; code: string }>;
 }
@@ -195,6 +197,28 @@ const digestNamedBy = (payload: Record<string, unknown> | undefined): Digest | u
  */
 export function summaryDigestOf(envelope: string): Digest | undefined {
   return digestNamedBy(payloadOf(envelope));
+}
+
+/**
+ * As `summaryDigestOf`, with the size the payload claims for the summary (unverified), `undefined` when it claims none
+ * that is a byte count.
+ */
+function summaryRefOf(envelope: string): { digest: Digest; size: number | undefined } | undefined {
+  const payload = payloadOf(envelope);
+  const digest = digestNamedBy(payload);
+  if (!digest) return undefined;
+  const size = (payload?.summary as { size?: unknown }).size;
+  return { digest, size: Number.isSafeInteger(size) && (size as number) >= 0 ? (size as number) : undefined };
+}
+
+/**
+ * The store's own read limit (`maxBlobBytes`) where it has one (a store of this package's: the file tier's, behind a
+ * ledger's tiers), else none: a bound taken from a manifest never reads more than the store would.
+ */
+function storeReadLimit(blobs: BlobStore): number {
+  const files: unknown = blobs instanceof TieredBlobStore ? blobs.files : blobs;
+  const max = (files as { maxBlobBytes?: unknown }).maxBlobBytes;
+  return typeof max === 'number' ? max : Infinity;
 }
 
 /**
@@ -753,7 +777,8 @@ async function exportInto(
     await fs.mkdir(staging, 0o700);
     step = `writing ${BUNDLE_MANIFESTS_FILE}`;
     const sessions = new Set<string>();
-    const digests = new Set<Digest>();
+    // Each summary digest with the largest size a manifest of the bundle claims for it (undefined: none claims one).
+    const digests = new Map<Digest, number | undefined>();
     await writeAll(
       fs,
       join(staging, BUNDLE_MANIFESTS_FILE),
@@ -774,8 +799,11 @@ async function exportInto(
           counts.manifests++;
           sessions.add(session);
           if (options.withBlobs) {
-            const d = summaryDigestOf(e.envelope);
-            if (d) digests.add(d);
+            const ref = summaryRefOf(e.envelope);
+            if (ref) {
+              const claimed = digests.get(ref.digest);
+              digests.set(ref.digest, claimed === undefined ? ref.size : Math.max(claimed, ref.size ?? 0));
+            }
           }
           buffered.push(e.envelope, '\n');
           size += e.envelope.length + 1;
@@ -793,15 +821,23 @@ async function exportInto(
       step = 'writing blobs';
       await fs.mkdir(join(staging, 'blobs'), 0o700);
       await fs.mkdir(join(staging, 'blobs', 'blake3'), 0o700);
-      for (const digest of digests) {
+      const storeLimit = storeReadLimit(source.blobs);
+      for (const [digest, claimed] of digests) {
         checkCancelled(options.signal);
+        // Read up to the size the manifests claim (within the store's own limit), as resume reads a summary: a stored
+        // blob larger than that is not the one they name, and is refused before it is read, not read up to the
+        // store's limit (1 GiB by default) to be refused by its digest.
+        const bound = claimed === undefined ? undefined : Math.min(claimed, storeLimit);
         let bytes: Uint8Array;
         try {
-          bytes = await source.blobs.get(digest, { signal: options.signal });
+          bytes = await source.blobs.get(digest, { signal: options.signal, maxBytes: bound });
         } catch (err) {
           checkCancelled(options.signal);
-          const code = (err as { code?: string }).code;
+          let code = (err as { code?: string }).code;
           if (code === undefined || !UNAVAILABLE_BLOB.has(code)) throw err;
+          // Over the manifests' size, within the store's limit: not the blob they name (resume's BLOB_INTEGRITY).
+          if (code === 'BLOB_TOO_LARGE' && bound !== undefined && bound === claimed && bound < storeLimit)
+            code = 'BLOB_INTEGRITY';
           unavailableBlobs.push({ digest, code });
           continue;
         }

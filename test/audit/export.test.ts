@@ -24,8 +24,8 @@ import { bundleSessions } from '../support/bundle-builder.js';
 import { FaultPlan, type FaultOp } from '../reliability/fault-plan.js';
 
 /** `inlineSummaryBytes: 0` puts every summary in a blob file (for tests that damage one). */
-async function ledgerWithChains(root: string, inlineSummaryBytes?: number): Promise<Ledger> {
-  const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {}, inlineSummaryBytes });
+async function ledgerWithChains(root: string, inlineSummaryBytes?: number, fs?: FsOps): Promise<Ledger> {
+  const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {}, inlineSummaryBytes, fs });
   // Interleaved like concurrent sessions: s1 (alice) 3 manifests, s2 (bob) 2, and bob, granted, once in s1.
   await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary('a0'));
   await ledger.publish({ principal: 'bob', session: 's2', run: 'r1' }, sampleSummary('b0'));
@@ -310,6 +310,48 @@ describe('exportBundle', () => {
       expect(result.unavailableBlobs).toEqual([{ digest, code: 'BLOB_INTEGRITY' }]);
       const r = await verifyBundle(await openBundleDir(result.dir), { trust: ledger.trustStore() });
       expect(r.findings.map((f) => `${f.code}@${f.line}`)).toEqual(['BLOB_MISSING@6']);
+    } finally {
+      await ledger.close();
+    }
+  });
+  it('reads a blob larger than its manifest says no further than that size: left out BLOB_INTEGRITY, as resume refuses it', async () => {
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    // The bytes read from each blob file, by path.
+    const read = new Map<string, number>();
+    const fs: FsOps = {
+      ...nodeFsOps,
+      async open(path, flags, mode) {
+        const handle = await nodeFsOps.open(path, flags, mode);
+        if (path.includes('/blobs-v1/')) {
+          const readOf = handle.read.bind(handle) as (...args: unknown[]) => Promise<{ bytesRead: number }>;
+          handle.read = (async (...args: unknown[]) => {
+            const r = await readOf(...args);
+            read.set(path, (read.get(path) ?? 0) + r.bytesRead);
+            return r;
+          }) as typeof handle.read;
+        }
+        return handle;
+      },
+    };
+    const ledger = await ledgerWithChains(root, 0, fs);
+    try {
+      const { digest, size } = (await ledger.resume({ principal: 'carol', session: 's3' }))!.manifest.summary;
+      const hex = digestHex(digest);
+      const path = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      // The summary's bytes with 4 MiB more after them: larger than the manifest says, within the store's limit.
+      const h = await open(path, 'a');
+      await h.write(Buffer.alloc(4 * 1024 * 1024));
+      await h.close();
+      read.clear();
+      const result = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true });
+      expect(result.unavailableBlobs).toEqual([{ digest, code: 'BLOB_INTEGRITY' }]);
+      expect(read.get(path) ?? 0).toBeLessThanOrEqual(size);
+      expect(result.header.counts).toEqual({ manifests: 6, chains: 3, blobs: 5 });
+      await expect(ledger.resume({ principal: 'carol', session: 's3' })).rejects.toMatchObject({
+        code: 'BLOB_INTEGRITY',
+        message: expect.stringContaining(`larger than the manifest's ${size} bytes`),
+      });
     } finally {
       await ledger.close();
     }
