@@ -766,25 +766,9 @@ describe('damaged records of the embedded store', () => {
     expect(await granteeOutcomes(await levelStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);
   });
 
-  it('an entry lost from a store made before the tree: both opens go on over the tree of the entries before it, fsck names it as in a store with its tree, appends are refused', async () => {
-    // s1's seq 1, at position 2 (of 0–3), entry and position record.
-    const lost = {
-      name: 'entry lost',
-      want: {},
-      level: () => ({ [`e!s1!${hex12(1)}`]: undefined, 'p!0000000000000002': undefined }),
-    };
-    const findingsOf = async (made: Made) => {
-      const ledger = await openLedger({ ...made.opts, diagnose: true });
-      try {
-        return (await fsck(ledger)).findings;
-      } finally {
-        await ledger.close();
-      }
-    };
-    const withTree = await findingsOf(await levelStore(lost));
-    expect(withTree.map((f) => f.code).sort()).toEqual(['HEAD_MISMATCH', 'POSITION_GAP', 'POSITION_GAP']);
-    // What a store of the version before the tree holds: no tree, id or session-heads records, no pin.
-    const made = await levelStore(lost);
+  /** A store damaged as `damage` says, then as the version before the tree wrote it: no tree, id or session-heads records, no pin. */
+  async function levelStoreBeforeTree(damage: Damage): Promise<Made> {
+    const made = await levelStore(damage);
     const log = await LevelManifestLog.open(join(made.opts.root!, 'manifests-v1'));
     try {
       const later: string[] = [];
@@ -794,6 +778,28 @@ describe('damaged records of the embedded store', () => {
       await log.close();
     }
     rmSync(join(made.opts.root!, 'checkpoints'), { recursive: true });
+    return made;
+  }
+
+  const diagnosedFindings = async (made: Made) => {
+    const ledger = await openLedger({ ...made.opts, diagnose: true });
+    try {
+      return (await fsck(ledger)).findings;
+    } finally {
+      await ledger.close();
+    }
+  };
+
+  it('an entry lost from a store made before the tree: both opens go on over the tree of the entries before it, fsck names it as in a store with its tree, appends are refused', async () => {
+    // s1's seq 1, at position 2 (of 0–3), entry and position record.
+    const lost = {
+      name: 'entry lost',
+      want: {},
+      level: () => ({ [`e!s1!${hex12(1)}`]: undefined, 'p!0000000000000002': undefined }),
+    };
+    const withTree = await diagnosedFindings(await levelStore(lost));
+    expect(withTree.map((f) => f.code).sort()).toEqual(['HEAD_MISMATCH', 'POSITION_GAP', 'POSITION_GAP']);
+    const made = await levelStoreBeforeTree(lost);
     const ledger = await openLedger(made.opts);
     try {
       expect((await ledger.log.treeHead()).size).toBe(2);
@@ -805,7 +811,28 @@ describe('damaged records of the embedded store', () => {
     } finally {
       await ledger.close();
     }
-    expect(await findingsOf(made)).toEqual(withTree);
+    expect(await diagnosedFindings(made)).toEqual(withTree);
+  });
+
+  it("the last entry's record lost from a store made before the tree, its position record kept: appends are refused, not built on a tree a leaf short", async () => {
+    // s2's seq 1, at position 3 (the last): the entries listed end before the position records do.
+    const made = await levelStoreBeforeTree({
+      name: 'last entry lost',
+      want: {},
+      level: () => ({ [`e!s2!${hex12(1)}`]: undefined }),
+    });
+    const ledger = await openLedger(made.opts);
+    try {
+      expect((await ledger.log.treeHead()).size).toBe(3);
+      // An append at position 4 would be leaf 3 of the tree, and the next open would add it again as leaf 4.
+      await expect(ledger.publish(scope('s1'), sampleSummary('after'))).rejects.toMatchObject({
+        code: 'TREE_DAMAGED',
+        message: expect.stringContaining('global position 3 holds no entry'),
+      });
+    } finally {
+      await ledger.close();
+    }
+    expect((await diagnosedFindings(made)).map((f) => [f.code, f.session])).toEqual([['HEAD_MISMATCH', 's2']]);
   });
 
   it.each(DAMAGES.filter((d) => !d.pg).map((d) => [d.name, d] as const))(

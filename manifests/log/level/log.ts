@@ -411,6 +411,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         // An entry lost from a store of before the tree: it opens with the tree of the entries before it, for reads
         // and fsck (which names the gap, as in a store that had its tree: POSITION_GAP), and appends are refused.
         if (state.gap !== undefined) log.treeDamage = state.gap;
+        // The same where the lost entries are the last ones and their position records are kept (the listing passes
+        // over a position whose entry is not stored): the tree ends before the positions do, and an append, at the
+        // next position, would be a leaf short of it (and the next open would add it again as the leaf it skipped).
+        else if (log.treeSize < log.nextPosition)
+          log.treeDamage = `global position ${log.treeSize} holds no entry (position records go to ${log.nextPosition - 1}): the tree was built from the entries before it only`;
       }
     } catch (err) {
       await db.close().catch(() => {});
