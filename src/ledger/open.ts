@@ -719,8 +719,11 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
         ? await WitnessPool.open({
             options: options.witnesses,
             checkpointStem: checkpoints.stem,
-            proof: async (oldSize, size) =>
-              (await consistencyProof(log, size, oldSize, size)).proof.map((h) => decodeBase64(h)!),
+            // No read started once the pool is cut (its close): one under way is left to end, unobserved.
+            proof: async (oldSize, size, cut) => {
+              throwIfCancelled(cut);
+              return (await consistencyProof(log, size, oldSize, size)).proof.map((h) => decodeBase64(h)!);
+            },
             notice,
             // Other processes may append to the log: a witness ahead of this process's checkpoint may not be ahead of the log.
             shared: log.exclusive !== true,

@@ -27,7 +27,7 @@ import { printable } from '../../manifests/encoding/printable.js';
 import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import type { SignedCheckpoint } from './checkpoints.js';
-import { LedgerError } from '../errors.js';
+import { LedgerError, untilCancelled } from '../errors.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
 import { readBodyUpTo } from '../../store/bounded-body.js';
 import { errorText, readOptionFields, shownValue, type NamesEveryField } from '../../store/errors.js';
@@ -281,7 +281,7 @@ export class WitnessPool {
     options: WitnessingOptions,
     private readonly path: string,
     private readonly sizesPath: string,
-    private readonly proof: (oldSize: number, size: number) => Promise<Uint8Array[]>,
+    private readonly proof: (oldSize: number, size: number, signal: AbortSignal) => Promise<Uint8Array[]>,
     private readonly notice: (message: string) => void,
     private readonly checkpointKeys: () => NoteVerifierKey[],
   ) {
@@ -305,7 +305,11 @@ export class WitnessPool {
     options: WitnessingOptions;
     /** `<root>/checkpoints/<blake3(origin)>`, the pinned checkpoint's stem; cosignatures are kept next to it. */
     checkpointStem: string;
-    proof: (oldSize: number, size: number) => Promise<Uint8Array[]>;
+    /**
+     * The consistency proof from `oldSize` to `size`. `signal` aborts when the pool is cut at its close: the pool
+     * stops waiting for the proof then (as for a request), and what the call still does is dropped unobserved.
+     */
+    proof: (oldSize: number, size: number, signal: AbortSignal) => Promise<Uint8Array[]>;
     notice: (message: string) => void;
     /**
      * Every checkpoint key an auditor may open the note with (this store's, of any origin, revoked ones too): a
@@ -532,12 +536,17 @@ export class WitnessPool {
       if (old > size) return this.ranAhead(w, old, size);
       // The proof is the log's to make, before the request: its failure (a damaged tree, a database that does not
       // answer) is the log's, said as such and never as the witness's, and the time it takes (a large tree, a slow
-      // database) is not taken from the deadline the witness is given to answer in.
+      // database) is not taken from the deadline the witness is given to answer in. The pool's close cuts the wait for
+      // it as it cuts a request: a close does not wait for a proof past its closeWaitMs.
       let proof: Uint8Array[];
       try {
-        proof = old === 0 || old === size ? [] : await this.proof(old, size);
+        proof =
+          old === 0 || old === size
+            ? []
+            : await untilCancelled(this.proof(old, size, this.abort.signal), this.abort.signal);
       } catch (err) {
-        if (!this.abort.signal.aborted) this.proofFailed(w, old, size, err);
+        if (this.abort.signal.aborted) this.cut.add(w.id);
+        else this.proofFailed(w, old, size, err);
         return false;
       }
       // Closed while the proof was made: cut, as a request would have been.

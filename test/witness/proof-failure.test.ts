@@ -13,6 +13,7 @@ import type { SignedCheckpoint } from '../../src/ledger/checkpoints.js';
 import { WitnessPool } from '../../src/ledger/witnessing.js';
 import { createWitnessServer } from '../../src/witness/server.js';
 import { WitnessState } from '../../src/witness/state.js';
+import { ENDS_AT_SIGNAL_MS, settledWithin } from '../support/settled.js';
 import { tempDir } from '../support/tmp.js';
 import { addCheckpoint, HandLog, noteSigner } from './support.js';
 
@@ -27,7 +28,11 @@ async function checkpointOf(n: number): Promise<SignedCheckpoint> {
 }
 
 /** A witness holding the tree of 2 leaves, and a pool that learns it from a 409 and then needs a proof from 2. */
-async function scene(proof: (oldSize: number, size: number) => Promise<Uint8Array[]>, timeoutMs: number) {
+async function scene(
+  proof: (oldSize: number, size: number, signal: AbortSignal) => Promise<Uint8Array[]>,
+  timeoutMs: number,
+  closeWaitMs?: number,
+) {
   const dir = tempDir();
   const state = await WitnessState.open(join(dir, 'state'));
   const server = createWitnessServer({
@@ -40,7 +45,7 @@ async function scene(proof: (oldSize: number, size: number) => Promise<Uint8Arra
   expect((await addCheckpoint(url, await log.request(0, leaves.slice(0, 2)))).status).toBe(200);
   const notices: string[] = [];
   const pool = await WitnessPool.open({
-    options: { witnesses: [url], timeoutMs, retryMs: 60_000 },
+    options: { witnesses: [url], timeoutMs, retryMs: 60_000, ...(closeWaitMs !== undefined && { closeWaitMs }) },
     checkpointStem: join(dir, 'stem'),
     proof,
     notice: (m) => notices.push(m),
@@ -95,6 +100,39 @@ describe('the consistency proof for a witness', () => {
       expect(s.notices).toEqual([]);
       expect(checkCosignatures(cp.note, [wkey]).valid).toHaveLength(1);
     } finally {
+      await s.close();
+    }
+  });
+
+  it('still being made when the pool closes is not waited for: the close cuts it as it cuts a request', async () => {
+    // A proof that never ends on its own (a database that stopped answering): close() must not wait for it.
+    let called!: () => void;
+    const asked = new Promise<void>((r) => (called = r));
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let given: AbortSignal | undefined;
+    const s = await scene(
+      async (oldSize, size, signal) => {
+        given = signal;
+        called();
+        await held;
+        return log.proof(oldSize, leaves.slice(0, size));
+      },
+      60_000,
+      0,
+    );
+    try {
+      s.pool.submit(await checkpointOf(5));
+      await asked;
+      expect(await settledWithin(s.pool.close(), ENDS_AT_SIGNAL_MS)).toBe('settled');
+      // The proof was told of the close, and the witness is said to be left uncosigned, not waited for; no failure
+      // of the log or of the witness is said.
+      expect(given?.aborted).toBe(true);
+      expect(s.notices).toHaveLength(1);
+      expect(s.notices[0]).toContain('closing with the checkpoint of size 5 not cosigned');
+      expect(s.notices[0]).toContain(`${s.url} (not waited for; it holds size 2)`);
+    } finally {
+      release();
       await s.close();
     }
   });
