@@ -190,7 +190,9 @@ async function verifyLines(
   // whatever the verifier's concurrency: the sink keeps the first `maxFindings`, so the report's list must not depend
   // on how many batches were in flight when a line was decided (worker threads, WebCrypto, the page's pool).
   type Decided = { at: number; finding: Finding };
-  const inflight: Array<{ done: Promise<LineOutcome[]>; decided: Decided[]; bytes: number; count: number }> = [];
+  // `sent`: the lines given to the line verifier; `count`: all the batch's lines, those decided here included.
+  type Batch = { done: Promise<LineOutcome[]>; sent: number; decided: Decided[]; bytes: number; count: number };
+  const inflight: Batch[] = [];
   let batch: Array<{ line: number; text: string }> = [];
   let decided: Decided[] = [];
   let batchBytes = 0;
@@ -210,11 +212,19 @@ async function verifyLines(
   const decide = (finding: Finding): void => void decided.push({ at: batch.length, finding });
   const settleOldest = async (): Promise<void> => {
     const b = inflight.shift()!;
-    const outcomes = await b.done;
+    const outcomes: unknown = await b.done;
+    // One outcome a line, in their order: a caller's line verifier that answers otherwise would have its outcomes
+    // given to other lines (findings named at the wrong line, entries left out or made up), or a TypeError.
+    if (!Array.isArray(outcomes) || outcomes.length !== b.sent)
+      throw auditUsage(
+        `the lineVerifier's verifyLines must give one outcome a line, in their order: it gave ${
+          Array.isArray(outcomes) ? `${outcomes.length} for a batch of ${b.sent}` : shownValue(outcomes)
+        }`,
+      );
     let d = 0;
     for (let k = 0; k <= outcomes.length; k++) {
       while (d < b.decided.length && b.decided[d]!.at === k) sink.add(b.decided[d++]!.finding);
-      if (k < outcomes.length) take(outcomes[k]!);
+      if (k < outcomes.length) take(outcomes[k] as LineOutcome);
     }
     lines += b.count;
     bytes += b.bytes;
@@ -225,7 +235,7 @@ async function verifyLines(
     // Lines all decided here (a run of empty lines) are no work for the line verifier.
     const done = batch.length > 0 ? executor.verifyLines(batch) : Promise.resolve([]);
     done.catch(() => {}); // awaited in order below; this only keeps an early rejection from being "unhandled"
-    inflight.push({ done, decided, bytes: batchBytes, count: batch.length + decided.length });
+    inflight.push({ done, sent: batch.length, decided, bytes: batchBytes, count: batch.length + decided.length });
     batch = [];
     decided = [];
     batchBytes = 0;

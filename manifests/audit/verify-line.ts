@@ -236,6 +236,7 @@ export function verifyRawLine(raw: RawLine, ctx: LineVerifyContext): LineOutcome
 export interface LineVerifier {
   /** How many batches to keep in flight (1 for the in-thread verifier). */
   readonly concurrency: number;
+  /** One outcome a line of `batch`, in its order: an answer of another length is `USAGE` (verifyChain, verifyBundle). */
   verifyLines(batch: Array<{ line: number; text: string }>): Promise<LineOutcome[]>;
   close(): Promise<void>;
 }

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { auditBundle, createWorkerLineVerifier, isHandoffLedgerError } from '../../src/index.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
-import { inlineLineVerifier } from '../../manifests/audit/verify-line.js';
+import { inlineLineVerifier, type LineOutcome, type LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { verifyBundle, verifyChain } from '../../manifests/audit/verify-chain.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -118,6 +118,38 @@ describe("verifyChain's and verifyBundle's shared options, as their types say: U
       onProgress: (p) => progress.push(p.lines),
     });
     expect(r).toMatchObject({ ok: true, counts: { manifests: 2 } });
+  });
+});
+
+describe("a line verifier's answer of another length than its batch: USAGE, no report", () => {
+  // A report was made of outcomes given to other lines (one too few: a line left out; one too many: an outcome of a line
+  // never sent), and an answer that is no list was a TypeError.
+  const cases: Array<[string, (outcomes: LineOutcome[]) => unknown, string]> = [
+    ['one too few', (o) => o.slice(1), 'it gave 1 for a batch of 2'],
+    ['one too many', (o) => [...o, o[0]], 'it gave 3 for a batch of 2'],
+    ['none at all', () => undefined, 'it gave undefined'],
+  ];
+  it.each(cases)('%s', async (_name, answer, said) => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const inline = inlineLineVerifier({ trust: b.trust, verifier: nodeVerifier });
+    const lineVerifier: LineVerifier = {
+      concurrency: 1,
+      verifyLines: async (batch) => answer(await inline.verifyLines(batch)) as LineOutcome[],
+      close: async () => {},
+    };
+    for (const [what, run] of [
+      ['verifyChain', () => verifyChain(b.lines, { trust: b.trust, lineVerifier })],
+      [
+        'verifyBundle',
+        () => verifyBundle(memoryBundleReader({ manifests: jsonl(b.lines) }), { trust: b.trust, lineVerifier }),
+      ],
+    ] as const) {
+      const err = await refusal(run);
+      expect(err, what).toMatchObject({ name: 'AuditError', code: 'USAGE' });
+      expect((err as Error).message, what).toContain(
+        `verifyLines must give one outcome a line, in their order: ${said}`,
+      );
+    }
   });
 });
 
