@@ -317,7 +317,9 @@ export function describeSince(
 ): string {
   const failed = findingCodes(r).find((c) => c.startsWith('CONSISTENCY_') || c.startsWith('CHECKPOINT_'));
   const size = r.checked?.since ? ` (size ${r.checked.since.size})` : '';
+  // The file's name (a path, a picked file's name) is data, quoted as the bundle's name is: bare, a name holding `: `
+  // or a line's words would read as part of the verdict.
   return failed
-    ? `earlier checkpoint ${printable(sinceName)}: not shown to be extended (${failed})${size}`
-    : `earlier checkpoint ${printable(sinceName)}: extended by this bundle's checkpoint${size}`;
+    ? `earlier checkpoint ${quoted(sinceName)}: not shown to be extended (${failed})${size}`
+    : `earlier checkpoint ${quoted(sinceName)}: extended by this bundle's checkpoint${size}`;
 }

@@ -26,10 +26,20 @@ describe('codes of findings past the kept list', () => {
 
   it('keep an earlier checkpoint from being called extended when one refutes it', () => {
     expect(describeSince(cutReport({ CONSISTENCY_INVALID: 1 }), 'earlier.note')).toBe(
-      'earlier checkpoint earlier.note: not shown to be extended (CONSISTENCY_INVALID)',
+      'earlier checkpoint "earlier.note": not shown to be extended (CONSISTENCY_INVALID)',
     );
     expect(describeSince(cutReport({}), 'earlier.note')).toBe(
-      "earlier checkpoint earlier.note: extended by this bundle's checkpoint",
+      `earlier checkpoint "earlier.note": extended by this bundle's checkpoint`,
+    );
+  });
+});
+
+describe("the earlier checkpoint's name", () => {
+  it("is quoted as the bundle's is: a name is data, never words of the line", () => {
+    // Bare, this name read as a checkpoint extended, followed by a refutation the auditor's file never made.
+    const name = "x.note: extended by this bundle's checkpoint; y.note\u202e\u001b[2J";
+    expect(describeSince(cutReport({ CONSISTENCY_INVALID: 1 }), name)).toBe(
+      'earlier checkpoint "x.note: extended by this bundle\'s checkpoint; y.note\\u202e\\u001b[2J": not shown to be extended (CONSISTENCY_INVALID)',
     );
   });
 });

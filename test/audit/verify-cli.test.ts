@@ -339,7 +339,7 @@ describe('verify --since: the report says the check was made', () => {
       await verifyCli([files.bundle, '--trust', files.trust, '--workers', '0', '--since', files.earlier], c.io),
     ).toBe(0);
     expect(c.stdout()).toContain(
-      `\nearlier checkpoint ${files.earlier}: extended by this bundle's checkpoint (size 2)\n`,
+      `\nearlier checkpoint "${files.earlier}": extended by this bundle's checkpoint (size 2)\n`,
     );
     expect((await cliVerify(files.bundle, files.trust, files.earlier)).report!.checked.since).toEqual({
       size: 2,

@@ -448,7 +448,7 @@ describe('audit-ui with an earlier checkpoint and witness keys', () => {
           );
           expect(await page.inputValue('#quorum-input')).toBe('2');
           expect(await page.textContent('#checkpoint-info')).toContain(
-            "earlier checkpoint earlier.note: extended by this bundle's checkpoint",
+            `earlier checkpoint "earlier.note": extended by this bundle's checkpoint`,
           );
           expect(await page.textContent('#witness-info')).toMatch(
             codes.length === 0 ? /^✓ witness quorum met/ : /^✗ witness quorum not met .*: WITNESS_QUORUM_MISSING\n/,

@@ -210,12 +210,12 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
       expect(info).toContain(`checkpoint "${ORIGIN}" size 5 root ${c.root}, signed by "${c.signedBy[0]}"`);
       // The CLI's line, word for word but the file's name: the earlier checkpoint's size says which one was held.
       expect(info!.split('\n')[1]).toBe(
-        "earlier checkpoint earlier.note: extended by this bundle's checkpoint (size 2)",
+        `earlier checkpoint "earlier.note": extended by this bundle's checkpoint (size 2)`,
       );
       const human = captureIo();
       expect(await verifyCli([f.bundle, '--trust', f.trust, '--since', f.earlier, '--workers', '0'], human.io)).toBe(0);
       expect(human.stdout()).toContain(
-        `\nearlier checkpoint ${f.earlier}: extended by this bundle's checkpoint (size 2)\n`,
+        `\nearlier checkpoint "${f.earlier}": extended by this bundle's checkpoint (size 2)\n`,
       );
       expect(seen.errors).toEqual([]);
     } finally {
@@ -258,7 +258,7 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
       await page.click('#verify');
       await expectSameAsCli(page, expected.report!);
       expect((await page.textContent('#checkpoint-info'))!.split('\n')[1]).toBe(
-        "earlier checkpoint earlier.note: extended by this bundle's checkpoint (size 2)",
+        `earlier checkpoint "earlier.note": extended by this bundle's checkpoint (size 2)`,
       );
     } finally {
       await page.close();
@@ -277,7 +277,7 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
       await page.click('#verify');
       await expectSameAsCli(page, expected.report!);
       expect(await page.textContent('#checkpoint-info')).toContain(
-        'earlier checkpoint forked.note: not shown to be extended (CONSISTENCY_INVALID)',
+        'earlier checkpoint "forked.note": not shown to be extended (CONSISTENCY_INVALID)',
       );
       expect(seen.errors).toEqual([]);
     } finally {
