@@ -11,6 +11,7 @@ import { AuditError } from '../../manifests/audit/errors.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import {
   packBatch,
+  readTrustFiles,
   servePoolWorker,
   startLinePool,
   unpackBatch,
@@ -218,5 +219,43 @@ describe('a batch on the wire', () => {
     expect(typeof packed.texts).toBe('string');
     expect(unpackBatch(structuredClone(packed))).toEqual(batch);
     expect(unpackBatch(packBatch([]))).toEqual([]);
+  });
+});
+
+describe("the page's trust files refused", () => {
+  it('name each file quoted, as verify --trust names a path: a name is data', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const key = b.trust.keys[0]!;
+    const forged = { ...b.trust, keys: [{ ...key, publicKey: 'A'.repeat(43) }] };
+    // Bare, one of these names read as two files, the other as the refusal's own words.
+    const one = 'a.json, b.json';
+    const two = 'c.json: trust store is not valid JSON\u001b[2J';
+    const refusal = (files: Array<{ name: string; text: string }>) => {
+      try {
+        readTrustFiles(files);
+      } catch (err) {
+        return err;
+      }
+      return 'no error';
+    };
+    expect(
+      refusal([
+        { name: one, text: JSON.stringify(b.trust) },
+        { name: two, text: JSON.stringify(forged) },
+      ]),
+    ).toMatchObject({
+      name: 'AuditError',
+      code: 'TRUST_INVALID',
+      message: `trust files "a.json, b.json", "c.json: trust store is not valid JSON\\u001b[2J": key "${key.keyId}" of host ${key.host} is listed with two public keys`,
+    });
+    expect(
+      refusal([
+        { name: one, text: JSON.stringify(b.trust) },
+        { name: two, text: '{"keys": [' },
+      ]),
+    ).toMatchObject({
+      code: 'TRUST_INVALID',
+      message: 'trust file "c.json: trust store is not valid JSON\\u001b[2J": trust store is not valid JSON',
+    });
   });
 });

@@ -210,7 +210,7 @@ describe("a shared store's hosts' trust files, one per host", { timeout: 180_000
       await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
       const keyId = (JSON.parse(readFileSync(trustB, 'utf8')) as TrustStore).keys[0]!.keyId;
       expect(await page.textContent('#error')).toBe(
-        `TRUST_INVALID: trust files a.json, b.json, forged.json: key "${keyId}" of host h2 is listed with two public keys`,
+        `TRUST_INVALID: trust files "a.json", "b.json", "forged.json": key "${keyId}" of host h2 is listed with two public keys`,
       );
     } finally {
       await page.close();

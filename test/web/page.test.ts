@@ -274,7 +274,7 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       // A trust file that is not JSON likewise: verify's words (its path aside), not JSON.parse's.
       await verifyInPage(page, dir, badTrust);
       expect(await page.textContent('#error')).toBe(
-        'TRUST_INVALID: trust file bad-trust.json: trust store is not valid JSON',
+        'TRUST_INVALID: trust file "bad-trust.json": trust store is not valid JSON',
       );
     } finally {
       await page.close();

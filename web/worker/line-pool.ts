@@ -18,6 +18,7 @@ import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcry
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { mergeTrust, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { quoted } from '../../manifests/encoding/printable.js';
 import { errorText } from '../../store/errors.js';
 import { digestOfReady } from '../../store/hash/digest.js';
 
@@ -142,7 +143,8 @@ export function readTrust(text: string, name?: string): TrustStore {
   try {
     return parseTrustStore(text);
   } catch (err) {
-    const which = name === undefined ? 'trust file' : `trust file ${name}`;
+    // A picked file's name is data: quoted, as verify --trust names a path (src/cli/trust-file.ts).
+    const which = name === undefined ? 'trust file' : `trust file ${quoted(name)}`;
     throw new AuditError('TRUST_INVALID', `${which}: ${(err as ManifestError).message}`, { cause: err });
   }
 }
@@ -165,7 +167,7 @@ export function readTrustFiles(files: ReadonlyArray<{ name: string; text: string
   try {
     trust = mergeTrust(...read.map((r) => r.trust));
   } catch (err) {
-    const names = files.map((f) => f.name).join(', ');
+    const names = files.map((f) => quoted(f.name)).join(', ');
     throw new AuditError('TRUST_INVALID', `trust files ${names}: ${(err as ManifestError).message}`, { cause: err });
   }
   return { trust, text: JSON.stringify(trust) };
