@@ -5,7 +5,10 @@
  * nothing); one that stopped is named as stopped; another host's listing of a shared key is named as that host's.
  * It said "a rotation or revocation stopped, unless another process's is under way", and then opened on the old key.
  */
-import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
+import { Keyring } from '../src/keys/keyring.js';
+import { takeFileLock } from '../src/ledger/file-lock.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { describePostgres } from './support/postgres.js';
@@ -80,6 +83,56 @@ describe('an open whose key window the log closed where trust.json does not end 
     try {
       expect(notices.filter((m) => CLOSED_WINDOW.test(m))).toEqual([
         `the log closed the window of key "${keyId}" at ${at} but trust.json does not end it (a rotation or revocation stopped after its step in the log): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${keyId}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
+      ]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("names a rotation or revocation under way when another process holds trust.json's lock past the open's wait", async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+    await ledger.publish(scope, sampleSummary(1));
+    const keyId = ledger.keyId;
+    const at = new Date(Date.now() + 1000).toISOString();
+    await ledger.log.signingKeys.close(keyId, () => at);
+    await ledger.close();
+    // Another process's rotation between its step in the log and its write of trust.json holds the trust lock: here
+    // held by this process (alive, so never taken over), and the open given no wait for it (its default is 30 s).
+    const held = await takeFileLock(join(root, 'trust.json'), 'trust.json');
+    const open = Keyring.open.bind(Keyring);
+    const spy = vi
+      .spyOn(Keyring, 'open')
+      .mockImplementationOnce((options, signal) => open({ ...options, trustLock: { waitMs: 0 } }, signal));
+    const notices: string[] = [];
+    try {
+      ledger = await openLedger({ root, host: 'h', onNotice: (m) => notices.push(m) });
+    } finally {
+      spy.mockRestore();
+      await held.release();
+    }
+    try {
+      expect(notices.filter((m) => CLOSED_WINDOW.test(m))).toEqual([
+        `the log closed the window of key "${keyId}" at ${at} but trust.json does not end it (another process has held trust.json's lock for longer than this open waits: a rotation or revocation under way): publish is refused (KEY_EXPIRED) until that process has written trust.json, or, should it have stopped, the command is run again (\`keys revoke ${keyId}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
+      ]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('in a diagnosing open (fsck, which takes no lock), names a rotation or revocation stopped or under way', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+    await ledger.publish(scope, sampleSummary(1));
+    const keyId = ledger.keyId;
+    const at = new Date(Date.now() + 1000).toISOString();
+    await ledger.log.signingKeys.close(keyId, () => at);
+    await ledger.close();
+    const notices: string[] = [];
+    ledger = await openLedger({ root, host: 'h', diagnose: true, onNotice: (m) => notices.push(m) });
+    try {
+      expect(notices.filter((m) => CLOSED_WINDOW.test(m))).toEqual([
+        `the log closed the window of key "${keyId}" at ${at} but trust.json does not end it (a rotation or revocation stopped after its step in the log, or, as fsck takes no lock, one is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${keyId}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
       ]);
     } finally {
       await ledger.close();
