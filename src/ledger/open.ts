@@ -771,22 +771,26 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
       const keyId = keyring.signer.keyId;
       const otherHost = keyring.windowEnds(keyId).find((l) => l.host !== host && l.end === signed!.closedAt);
       const rerun = `run again (\`keys revoke ${shellWord(keyId)}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`;
-      const [why, until] = lockHeld
-        ? [
+      // Why the two disagree, and until when publish is refused: the first case that holds.
+      const cause = (): [why: string, until: string] => {
+        if (lockHeld)
+          return [
             "another process has held trust.json's lock for longer than this open waits: a rotation or revocation under way",
             `that process has written trust.json, or, should it have stopped, the command is ${rerun}`,
-          ]
-        : options.diagnose === true
-          ? [
-              'a rotation or revocation stopped after its step in the log, or, as fsck takes no lock, one is under way',
-              `the command that stopped is ${rerun}`,
-            ]
-          : otherHost !== undefined
-            ? [
-                `host ${quoted(otherHost.host)}, which trust.json lists this key for too, rotated or revoked it there`,
-                `this host runs \`keys rotate\` (\`keys revoke ${shellWord(keyId)}\` first if the key is compromised)`,
-              ]
-            : ['a rotation or revocation stopped after its step in the log', `the command that stopped is ${rerun}`];
+          ];
+        if (options.diagnose === true)
+          return [
+            'a rotation or revocation stopped after its step in the log, or, as fsck takes no lock, one is under way',
+            `the command that stopped is ${rerun}`,
+          ];
+        if (otherHost !== undefined)
+          return [
+            `host ${quoted(otherHost.host)}, which trust.json lists this key for too, rotated or revoked it there`,
+            `this host runs \`keys rotate\` (\`keys revoke ${shellWord(keyId)}\` first if the key is compromised)`,
+          ];
+        return ['a rotation or revocation stopped after its step in the log', `the command that stopped is ${rerun}`];
+      };
+      const [why, until] = cause();
       notice(
         `the log closed the window of key ${quoted(keyId)} at ${signed!.closedAt} but trust.json does not end it (${why}): publish is refused (KEY_EXPIRED) until ${until}`,
       );
