@@ -121,6 +121,17 @@ function otherItem(item: object, what = 'an output item'): ModelToolCall {
   return toolCall(ref, named, undefined, false, 'value');
 }
 
+/**
+ * Names each annotation of an answer's text (Responses' output_text, a Chat Completions message) in `calls` by its
+ * type, as a call of another tool is named; one that is no object, or has no type, as `an annotation without a type`.
+ * Anything but a list (absent, null) is none, as is an empty one.
+ */
+function nameAnnotations(annotations: unknown, calls: ModelToolCall[]): void {
+  if (!Array.isArray(annotations)) return;
+  for (const a of annotations as unknown[])
+    calls.push(otherItem(typeof a === 'object' && a !== null ? a : {}, 'an annotation'));
+}
+
 function fromResponse(r: Response, structured: boolean): ModelResponse {
   // A response the provider failed is the provider's error (compact reports MODEL_FAILED with it as the cause), not
   // a summary that stopped early.
@@ -160,10 +171,7 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
         if (!phased || phaseOf(item) === 'final_answer') texts.push(part.text);
         // What the text cites (`url_citation`, `file_citation`, `container_file_citation`, `file_path`: the work of a
         // search or of code run, as the Chat Completions annotations below) is named by its type, SUMMARY_INVALID.
-        const annotations: unknown = (part as { annotations?: unknown }).annotations;
-        if (Array.isArray(annotations))
-          for (const a of annotations as unknown[])
-            calls.push(otherItem(typeof a === 'object' && a !== null ? a : {}, 'an annotation'));
+        nameAnnotations((part as { annotations?: unknown }).annotations, calls);
       } else if (part.type === 'refusal') refusal = part.refusal;
       // A content part this adapter does not know: named by its type, as an item it does not know is.
       else calls.push(otherItem(part, 'a content part'));
@@ -273,11 +281,7 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
   // An annotation of the answer (`url_citation`: the web search that OpenAI's search models, gpt-4o-search-preview and
   // the like, run on a request without any tool) is named by its type, as a call of another tool is: an answer that
   // cites what the model searched for is no summary of the transcript alone. An empty list (the API's usual) is none.
-  const annotations: unknown = message.annotations;
-  if (Array.isArray(annotations)) {
-    for (const a of annotations as unknown[])
-      calls.push(otherItem(typeof a === 'object' && a !== null ? a : {}, 'an annotation'));
-  }
+  nameAnnotations(message.annotations, calls);
   if (calls.length > 0) out.toolCalls = calls;
   const value = structured && out.text !== undefined ? readJson(out.text, true) : undefined;
   if (value !== undefined) out.output = value;
