@@ -10,6 +10,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { Keyring } from '../src/keys/keyring.js';
 import { takeFileLock } from '../src/ledger/file-lock.js';
 import { openLedger } from '../src/ledger/open.js';
+import type { OpenLedgerOptions } from '../src/ledger/options.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
@@ -120,22 +121,38 @@ describe('an open whose key window the log closed where trust.json does not end 
     }
   });
 
-  it('in a diagnosing open (fsck, which takes no lock), names a rotation or revocation stopped or under way', async () => {
-    const root = tempDir();
-    let ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
-    await ledger.publish(scope, sampleSummary(1));
-    const keyId = ledger.keyId;
-    const at = new Date(Date.now() + 1000).toISOString();
-    await ledger.log.signingKeys.close(keyId, () => at);
-    await ledger.close();
-    const notices: string[] = [];
-    ledger = await openLedger({ root, host: 'h', diagnose: true, onNotice: (m) => notices.push(m) });
-    try {
-      expect(notices.filter((m) => CLOSED_WINDOW.test(m))).toEqual([
-        `the log closed the window of key "${keyId}" at ${at} but trust.json does not end it (a rotation or revocation stopped after its step in the log, or, as fsck takes no lock, one is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${keyId}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
-      ]);
-    } finally {
-      await ledger.close();
-    }
+  it('in a diagnosing open (fsck) of an embedded store, names it stopped: no other process has the log open', async () => {
+    const { keyId, at, notices } = await diagnosedAfterLogStep({});
+    expect(notices).toEqual([
+      `the log closed the window of key "${keyId}" at ${at} but trust.json does not end it (a rotation or revocation stopped after its step in the log): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${keyId}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
+    ]);
   });
 });
+
+describePostgres('a diagnosing open of a shared log whose key window the log closed', (pg) => {
+  it('names a rotation or revocation stopped or, as fsck takes no lock, under way in another process', async () => {
+    const postgres = { connectionString: pg.connectionString, schema: 'open_rotation_diagnose' };
+    const { keyId, at, notices } = await diagnosedAfterLogStep({ postgres });
+    expect(notices).toEqual([
+      `the log closed the window of key "${keyId}" at ${at} but trust.json does not end it (a rotation or revocation stopped after its step in the log, or, as fsck takes no lock, one is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${keyId}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
+    ]);
+  });
+});
+
+/**
+ * A rotation's first step alone (the key's window closed in the log, trust.json not written), then the store opened
+ * to diagnose as fsck opens it: the notices of a closed window it gave.
+ */
+async function diagnosedAfterLogStep(backend: Partial<OpenLedgerOptions>) {
+  const root = tempDir();
+  let ledger = await openLedger({ root, host: 'h', ...backend, onNotice: () => {} });
+  await ledger.publish(scope, sampleSummary(1));
+  const keyId = ledger.keyId;
+  const at = new Date(Date.now() + 1000).toISOString();
+  await ledger.log.signingKeys.close(keyId, () => at);
+  await ledger.close();
+  const notices: string[] = [];
+  ledger = await openLedger({ root, host: 'h', ...backend, diagnose: true, onNotice: (m) => notices.push(m) });
+  await ledger.close();
+  return { keyId, at, notices: notices.filter((m) => CLOSED_WINDOW.test(m)) };
+}

@@ -778,7 +778,10 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
             "another process has held trust.json's lock for longer than this open waits: a rotation or revocation under way",
             `that process has written trust.json, or, should it have stopped, the command is ${rerun}`,
           ];
-        if (options.diagnose === true)
+        // A diagnosing open takes no lock: on a shared log (PostgreSQL), another process's rotation may be between its
+        // step in the log and its write of trust.json. An exclusive log (embedded) is this process's alone while open:
+        // no other process has one under way, and the open judges as an ordinary one does.
+        if (options.diagnose === true && log.exclusive !== true)
           return [
             'a rotation or revocation stopped after its step in the log, or, as fsck takes no lock, one is under way',
             `the command that stopped is ${rerun}`,
