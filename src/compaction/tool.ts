@@ -13,6 +13,7 @@ import type {
   ModelRequest,
   ModelResponse,
   ModelResponseFormat,
+  ModelToolCall,
   ModelToolDefinition,
 } from './model.js';
 
@@ -192,21 +193,37 @@ function wellFormed(text: string): string {
 }
 
 /**
+ * A tool call as it is sent: its id, and its input when that is a string (raw arguments), well formed (`wellFormed`):
+ * they go into the provider's JSON body as the text does. The same object when neither changes.
+ */
+function wellFormedCall(c: ModelToolCall): ModelToolCall {
+  const id = wellFormed(c.id);
+  const input: unknown = typeof c.input === 'string' ? wellFormed(c.input) : c.input;
+  return id === c.id && input === c.input ? c : { ...c, id, input };
+}
+
+/**
  * A message as every adapter expects it: what `checkMessages` lets through beyond the type (a `null` toolCallId or
  * toolCalls, an assistant turn that only calls tools with `content: null` or none) made what the type says: absent
- * fields left out, no text as `''` (which the adapters read as a turn that only calls tools), and its text well formed
- * (`wellFormed`). A message that needs none of it is passed on as the same object.
+ * fields left out, no text as `''` (which the adapters read as a turn that only calls tools), and its text, its
+ * `toolCallId` and its tool calls' ids and string inputs well formed (`wellFormed`; a call's id and its result's
+ * `toolCallId` are made so alike, so they still pair). A message that needs none of it is passed on as the same object.
  */
 function normalized(m: ModelMessage): ModelMessage {
   const loose = m as { content: string | null | undefined; toolCallId?: string | null; toolCalls?: unknown };
   const content = wellFormed(loose.content ?? '');
-  if (content === loose.content && loose.toolCallId !== null && loose.toolCalls !== null) return m;
-  const { toolCallId, toolCalls, ...rest } = m;
+  const toolCallId = typeof loose.toolCallId === 'string' ? wellFormed(loose.toolCallId) : undefined;
+  const given = Array.isArray(loose.toolCalls) ? (loose.toolCalls as ModelToolCall[]) : undefined;
+  const calls = given?.map(wellFormedCall);
+  const callsChanged = calls !== undefined && calls.some((c, i) => c !== given?.[i]);
+  if (content === loose.content && toolCallId === loose.toolCallId && loose.toolCalls !== null && !callsChanged)
+    return m;
+  const { toolCallId: _id, toolCalls: _calls, ...rest } = m;
   return {
     ...rest,
     content,
-    ...(toolCallId !== undefined && toolCallId !== null ? { toolCallId } : {}),
-    ...(toolCalls !== undefined && toolCalls !== null ? { toolCalls } : {}),
+    ...(toolCallId !== undefined ? { toolCallId } : {}),
+    ...(calls !== undefined ? { toolCalls: calls } : {}),
   };
 }
 

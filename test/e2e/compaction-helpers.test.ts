@@ -173,6 +173,35 @@ describe('submit_handoff and the structured-output format', () => {
     expect(req.messages[1]).toBe(whole); // a message with nothing to change is passed on as it is
   });
 
+  it('send a lone surrogate in a tool call id and a raw string input as U+FFFD too: the call and its result still pair', () => {
+    const cut = 'id \u{1F600}'.slice(0, -1); // a high surrogate left alone
+    const asIs = { id: 'call_ok', name: 'list', input: { dir: '.' } };
+    const messages: ModelMessage[] = [
+      { role: 'user', content: 'go' },
+      {
+        role: 'assistant',
+        content: '',
+        toolCalls: [{ id: cut, name: 'read_file', input: `{"path":"a\udc00.ts"}` }, asIs],
+      },
+      { role: 'tool', toolCallId: cut, content: 'text' },
+      { role: 'tool', toolCallId: 'call_ok', content: 'listing' },
+      { role: 'tool', toolCallId: `\udc00 before`, content: 'its call is not in the transcript' },
+      { role: 'assistant', content: 'open', toolCalls: [{ id: `open \ud800`, name: 'list', input: '\ud800' }] },
+    ];
+    const req = compactionRequest({ messages });
+    // What an SDK puts in the request body (OpenAI's arguments are the raw string as it is): no lone-surrogate escape.
+    expect(JSON.stringify(req.messages)).not.toMatch(/\\ud[89a-f][0-9a-f]{2}/i);
+    const id = 'id \ufffd';
+    expect(req.messages[1]!.toolCalls).toEqual([{ id, name: 'read_file', input: '{"path":"a\ufffd.ts"}' }, asIs]);
+    expect(req.messages[1]!.toolCalls![1]).toBe(asIs); // a call with nothing to change is passed on as it is
+    expect(req.messages[2]).toEqual({ role: 'tool', toolCallId: id, content: 'text' }); // still answers its call
+    expect(req.messages[3]).toBe(messages[3]);
+    expect(req.messages[4]!.content).toMatch(/^\[tool result\] The output of an earlier tool call "\ufffd before"/);
+    expect(req.messages[5]!.toolCalls).toEqual([{ id: 'open \ufffd', name: 'list', input: '\ufffd' }]);
+    expect(req.messages[6]).toEqual({ role: 'tool', toolCallId: 'open \ufffd', content: NOT_RUN_RESULT });
+    expect(messages[1]!.toolCalls![0]!.id).toBe(cut); // the Harness's own message is not changed
+  });
+
   it('build a structured-output request with no tools at all', () => {
     const req = compactionRequest({
       messages: [{ role: 'user', content: 'hi' }],
