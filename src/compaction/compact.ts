@@ -231,7 +231,8 @@ async function compactOnce<L extends PublishingLedger>(
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs a ledger (an object with publish)');
   if (typeof options.model !== 'function')
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs a model adapter: (request) => Promise<response>');
-  parsePublishScope(options.scope); // a scope publish would refuse is refused before the model is asked
+  // A scope publish would refuse is refused before the model is asked; its principal is the one the manifest names.
+  const { principal } = parsePublishScope(options.scope);
   // expectedPrev, covers or signal given in the scope rather than beside it: refused in compact's words, before the
   // model is asked (publish would refuse it too, naming its own options, and a wrapper ledger only after the model).
   refuseOptionsInScope(options.scope, options as unknown as Record<string, unknown>, SCOPE_CALLS.compact);
@@ -276,6 +277,6 @@ async function compactOnce<L extends PublishingLedger>(
   return {
     receipt,
     summary,
-    context: [...instructions, resumeContext({ summary, id: receipt.id, seq: receipt.seq })],
+    context: [...instructions, resumeContext({ summary, id: receipt.id, seq: receipt.seq, manifest: { principal } })],
   };
 }

@@ -6,6 +6,7 @@ import type { Resumed } from '../ledger/ledger.js';
 import type { ModelMessage } from './model.js';
 import { LedgerError } from '../errors.js';
 import { isDigest } from '../../store/hash/digest.js';
+import { isValidId } from '../../manifests/format/id-pattern.js';
 import { readSummaryValue, summarySchema, type Summary } from '../summary/summary.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { indented, quoted } from './framing.js';
@@ -43,27 +44,53 @@ function renderable(summary: unknown): Summary {
 }
 
 /**
+ * What `resumeContext` renders: `resume`'s answer (or `summary`, `id`, `seq` and the manifest's `principal` of it).
+ * `manifest` may be left out (a handoff rendered from its id alone): the rendering then names no publisher.
+ */
+export type ResumedHandoff = Pick<Resumed, 'summary' | 'id' | 'seq'> & {
+  manifest?: { readonly principal: string } | undefined;
+};
+
+/**
+ * The verification line: the compaction's seq and id, and the principal that published it (its signed manifest's
+ * `principal`, `resume`'s `manifest.principal`), quoted. The principal is named, not assumed to be the reader's own:
+ * a principal granted the session may have published it, and its model wrote the summary. An id (the id pattern's
+ * characters, checked) cannot break the line.
+ */
+function verificationLine(seq: number, id: string, principal: string | undefined): string {
+  return principal === undefined
+    ? `Verified compaction #${seq} (${id}). The summary below was written at that time by the model that compacted the context.`
+    : `Verified compaction #${seq} (${id}), published by principal ${quoted(principal)}. The summary below was written at that time by the model working for that principal.`;
+}
+
+/**
  * The handoff as one context message, sections in a fixed order so the rendering is deterministic:
  * the message `compact` returns equals the one rendered after a restart from `Ledger.resume`.
- * The summary is the model's own earlier writing, labelled as such, not a user instruction. It is framed
- * closed: between `HANDOFF_CONTEXT_HEADER` and `HANDOFF_CONTEXT_FOOTER`, every line of its text indented (a file
+ * The summary is a model's earlier writing, labelled as such (with the principal that published it), not a user
+ * instruction. It is framed closed: between `HANDOFF_CONTEXT_HEADER` and `HANDOFF_CONTEXT_FOOTER`, every line of its text indented (a file
  * path quoted as a JSON string that parses back to it), so no stored text can pose as a section, a verification
  * line or the end.
  * @throws LedgerError `INVALID_ARGUMENT` when given no resumed handoff (`resume` returned `undefined`: there is none
  *   to render), one without its summary, a manifest id (`blake3:` and 64 hex digits: the verification line is framed
- *   closed too) and a seq (a non-negative integer), or a summary the summary schema refuses (a field missing or of
+ *   closed too) and a seq (a non-negative integer), a `manifest` whose `principal` is no valid id, or a summary the summary schema refuses (a field missing or of
  *   another type: a summary built or changed by hand), or one whose fields throw as they are read (a getter, a
  *   revoked proxy); nothing else (what `resume` and `compact` return passes)
  * @example
  * const resumed = await ledger.resume({ principal, session });
  * const messages = resumed ? [resumeContext(resumed), ...newTurns] : newTurns;
  */
-export function resumeContext(given: Pick<Resumed, 'summary' | 'id' | 'seq'>): ModelMessage {
-  // Its three fields read once, as checked (a getter or a revoked proxy that throws: INVALID_ARGUMENT, not its error).
+export function resumeContext(given: ResumedHandoff): ModelMessage {
+  // Its fields read once, as checked (a getter or a revoked proxy that throws: INVALID_ARGUMENT, not its error).
   let resumed: Pick<Resumed, 'summary' | 'id' | 'seq'> | undefined;
+  let principal: unknown;
+  let hasManifest = false;
   if (typeof given === 'object' && given !== null) {
     try {
       resumed = { summary: given.summary, id: given.id, seq: given.seq };
+      const manifest: unknown = given.manifest;
+      hasManifest = manifest !== undefined;
+      if (typeof manifest === 'object' && manifest !== null)
+        principal = (manifest as { principal?: unknown }).principal;
     } catch (err) {
       throw new LedgerError(
         'INVALID_ARGUMENT',
@@ -80,7 +107,8 @@ export function resumeContext(given: Pick<Resumed, 'summary' | 'id' | 'seq'>): M
     resumed.summary === null ||
     !isDigest(resumed.id) ||
     !Number.isSafeInteger(resumed.seq) ||
-    resumed.seq < 0
+    resumed.seq < 0 ||
+    (hasManifest && !isValidId(principal))
   )
     throw new LedgerError(
       'INVALID_ARGUMENT',
@@ -89,7 +117,7 @@ export function resumeContext(given: Pick<Resumed, 'summary' | 'id' | 'seq'>): M
   const summary = renderable(resumed.summary);
   const lines = [
     HANDOFF_CONTEXT_HEADER,
-    `Verified compaction #${resumed.seq} (${resumed.id}). The summary below was written by you at that time.`,
+    verificationLine(resumed.seq, resumed.id, hasManifest ? (principal as string) : undefined),
     '',
     `Task: ${indented(summary.task)}`,
     '',

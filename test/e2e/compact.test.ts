@@ -72,6 +72,24 @@ describe('compact', () => {
     expect(model.requests).toEqual([]);
   });
 
+  it('names the principal that published the handoff, not the reader: a grantee\'s compaction is not framed as "written by you"', async () => {
+    await ledger.publish(scope, sampleSummary({ state: 'alice began' })); // alice owns s1
+    await ledger.grant('bob', 's1');
+    const bob = { ...scope, principal: 'bob', run: 'r2' };
+    const model = scriptedModel([submitHandoff(sampleSummary({ state: 'bob went on' }))]);
+    const { context, receipt } = await compact({ ledger, scope: bob, model, transcript: said });
+    // Alice resumes what bob's model wrote: the rendering names bob, and compact returned the same message.
+    const resumed = await ledger.resume(scope);
+    expect(resumed?.id).toBe(receipt.id);
+    expect(resumed?.manifest.principal).toBe('bob');
+    const rendered = resumeContext(resumed!);
+    expect(context).toEqual([rendered]);
+    expect(rendered.content.split('\n')[1]).toBe(
+      `Verified compaction #1 (${receipt.id}), published by principal "bob". The summary below was written at that time by the model working for that principal.`,
+    );
+    expect(rendered.content).not.toContain('by you');
+  });
+
   it('refuses before the model is asked when the host key would not sign (revoked), and asks it again once rotated', async () => {
     const transcript = [{ role: 'user' as const, content: 'the secret design' }];
     await ledger.publish(scope, sampleSummary());
@@ -383,7 +401,9 @@ describe('compact and the system prompt', () => {
     expect(context).toHaveLength(3);
     expect(context[0]).toBe(system);
     expect(context[1]).toBe(tools);
-    expect(context[2]).toEqual(resumeContext({ summary: sampleSummary(), id: receipt.id, seq: receipt.seq }));
+    expect(context[2]).toEqual(
+      resumeContext({ summary: sampleSummary(), id: receipt.id, seq: receipt.seq, manifest: { principal: 'alice' } }),
+    );
     // The summariser saw the instructions and the history, system messages included.
     expect(model.requests[0]!.messages.slice(0, transcript.length)).toEqual(transcript);
   });
