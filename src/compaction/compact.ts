@@ -10,7 +10,7 @@ import { errorText, escapedText, namedCancel, readOptionFields, type NamesEveryF
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelRequest, ModelResponse } from './model.js';
-import { HANDOFF_CONTEXT_HEADER, resumeContext } from './resume-context.js';
+import { resumeContext, withoutRenderedHandoffs } from './resume-context.js';
 import { compactionRequest, extractSummary, type CompactionMode } from './tool.js';
 
 /**
@@ -89,9 +89,12 @@ export interface CompactResult<R> {
   /**
    * The compacted context: the transcript's leading system messages (the Harness's instructions, not history: the same
    * objects, in their order; one whose text held a lone surrogate as the copy that was sent, U+FFFD in its place), then
-   * the handoff message that replaces the summarized turns. A leading system message
-   * that is itself a rendered handoff (it begins with `HANDOFF_CONTEXT_HEADER`) is replaced, not kept. System messages
-   * after the first other message are history, summarized with it.
+   * the handoff message that replaces the summarized turns. A handoff rendered in a leading system message (from
+   * `HANDOFF_CONTEXT_HEADER` and its verification line to `HANDOFF_CONTEXT_FOOTER`: the previous one, kept as a system
+   * message) is replaced, not kept: the message is kept without it, as a copy, so instructions the Harness put before
+   * or after it stay (a message that was only the handoff is dropped). One that begins with the header but is no whole
+   * rendering (no verification line, no footer) is kept as it is. System messages after the first other message are
+   * history, summarized with it.
    */
   context: ModelMessage[];
 }
@@ -138,15 +141,19 @@ async function askModel(options: CompactOptions, request: ModelRequest): Promise
 
 /**
  * The transcript's leading system messages: what the returned context keeps before the handoff (the Harness's system
- * prompt must survive a compaction, `messages = context`). A leading system message that is a rendered handoff is the
- * previous compaction's, which the new one replaces. Read from the compaction request's messages (the transcript as
- * `compactionRequest` checked it; its own instruction turn, a user message, ends them).
+ * prompt must survive a compaction, `messages = context`). A handoff rendered in one of them is the previous
+ * compaction's, which the new one replaces: it is taken out (`withoutRenderedHandoffs`), and the rest of the message,
+ * the Harness's own text before or after it, is kept (as a copy); a message that was only the handoff is dropped. Read
+ * from the compaction request's messages (the transcript as `compactionRequest` checked it; its own instruction turn, a
+ * user message, ends them).
  */
 function leadingSystem(transcript: readonly ModelMessage[]): ModelMessage[] {
   const out: ModelMessage[] = [];
   for (const m of transcript) {
     if (m.role !== 'system') break;
-    if (!m.content.startsWith(HANDOFF_CONTEXT_HEADER)) out.push(m);
+    const kept = withoutRenderedHandoffs(m.content);
+    if (kept === m.content) out.push(m);
+    else if (kept !== '') out.push({ ...m, content: kept });
   }
   return out;
 }

@@ -17,6 +17,34 @@ export const HANDOFF_CONTEXT_HEADER = '[handoff] This session continues from an 
 /** Last line of every rendered handoff: nothing of the summary follows it. */
 export const HANDOFF_CONTEXT_FOOTER = '[/handoff] End of the handoff.';
 
+/** `text` as a regular expression that matches it literally. */
+const literally = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+
+/**
+ * A handoff as `resumeContext` renders it, where it starts a line of a longer text: its header, its verification line,
+ * and all up to its footer. The first line that starts with the footer is its end: every line of the summary's text is
+ * indented, so none of the summary can end it early (nor does any other line of the rendering start so).
+ */
+const RENDERED_HANDOFF = new RegExp(
+  `(?<=^|\\n)${literally(HANDOFF_CONTEXT_HEADER)}\\nVerified compaction #\\d+ \\(blake3:[0-9a-f]{64}\\)[^\\n]*\\n[^]*?\\n${literally(HANDOFF_CONTEXT_FOOTER)}`,
+  'g',
+);
+
+/**
+ * `text` (a Harness's system message) without the handoffs rendered in it: each one whole, from its header to its
+ * footer, the line breaks around it dropped and what stood before and after it joined by an empty line; `''` when
+ * nothing else is left. The same string when it holds none: a text that starts with `HANDOFF_CONTEXT_HEADER` but is no
+ * whole rendering (no verification line after it, no footer) is no handoff of this library, and is kept as it is.
+ */
+export function withoutRenderedHandoffs(text: string): string {
+  const pieces = text.split(RENDERED_HANDOFF);
+  if (pieces.length === 1) return text;
+  return pieces
+    .map((piece) => piece.replace(/^[\r\n]+|[\r\n]+$/g, ''))
+    .filter((piece) => piece.trim() !== '')
+    .join('\n\n');
+}
+
 function list(title: string, items: readonly string[] | undefined, numbered = false): string[] {
   if (!items || items.length === 0) return [];
   return ['', `${title}:`, ...items.map((item, i) => `${numbered ? `${i + 1}.` : '-'} ${indented(item)}`)];
