@@ -109,7 +109,12 @@ export {
   type CompactionMode,
   type CompactionRequestOptions,
 } from './compaction/tool.js';
-export { HANDOFF_CONTEXT_FOOTER, HANDOFF_CONTEXT_HEADER, resumeContext } from './compaction/resume-context.js';
+export {
+  HANDOFF_CONTEXT_FOOTER,
+  HANDOFF_CONTEXT_HEADER,
+  resumeContext,
+  type ResumedHandoff,
+} from './compaction/resume-context.js';
 export { compact, type CompactOptions, type CompactResult, type PublishingLedger } from './compaction/compact.js';
 
 // Telemetry (OpenTelemetry API; a no-op unless the application registers an SDK)
