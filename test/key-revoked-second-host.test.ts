@@ -4,7 +4,9 @@
  * listing made after it, for a host id the key was not listed under yet, took the key from its open on as current,
  * with no revocation: the root's trust.json (and every `keys export` of it) trusted what the revoked key signs for that
  * host, though the log refuses its appends. It is listed revoked where its other listings are, so it signs nothing new
- * (`KEY_REVOKED`, as any revoked host key: rotate), and what it would sign for that host does not verify.
+ * (`KEY_REVOKED`, as any revoked host key: rotate), and what it would sign for that host does not verify. So is the
+ * same public key under another key id (an injected signer names its key as it likes; a manifest names the key id it
+ * was signed under, and is looked up by it).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { encodeVerifierKey } from '../manifests/crypto/note.js';
 import { checkpointVerifiers, findTrustedKey } from '../manifests/format/trust.js';
 import { digestOf } from '../store/hash/digest.js';
-import { generateJwk, writeKeyFile } from '../src/keys/local-signer.js';
+import { generateJwk, LocalSigner, writeKeyFile } from '../src/keys/local-signer.js';
 import { openLedger } from '../src/ledger/open.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -50,6 +52,46 @@ describe('a key revoked for one host, opened under another host id', () => {
       await expect(ledger.publish({ ...scope, session: 's2' }, sampleSummary(2))).rejects.toMatchObject({
         code: 'KEY_REVOKED',
       });
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('a key revoked under one key id, opened through a signer that names it by another', () => {
+  it('is listed revoked under that key id too: nothing it signs under it is trusted, and publish refuses', async () => {
+    const root = tempDir();
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const clock = () => new Date(now);
+    const notices: string[] = [];
+    const onNotice = (m: string) => notices.push(m);
+    // One private key, held by an injected signer (a KMS, an HSM): the signer says which key id it signs under.
+    const key = new LocalSigner(generateJwk());
+    const signerNamed = (keyId: string) => ({ keyId, publicKey: key.publicKey, sign: (m: Uint8Array) => key.sign(m) });
+
+    let ledger = await openLedger({ root, host: 'a', signer: signerNamed('kms:v1'), clock, onNotice });
+    now += 1_000;
+    await ledger.publish(scope, sampleSummary(1));
+    now += 1_000;
+    const revokedAt = await ledger.revokeKey('kms:v1');
+    await ledger.close();
+
+    // The same key, after the revocation, under a key id of its own (the signer's naming changed, or a copy of it).
+    now += 60_000;
+    ledger = await openLedger({ root, host: 'a', signer: signerNamed('kms:v1-again'), clock, onNotice });
+    try {
+      const listing = ledger.trustStore().keys.find((k) => k.keyId === 'kms:v1-again');
+      expect(listing?.revokedAt).toBe(revokedAt);
+      // What the revoked key signs under its new key id is not trusted.
+      const later = new Date(now + 1_000).toISOString();
+      expect(findTrustedKey(ledger.trustStore(), 'a', 'kms:v1-again', later)).toMatchObject({
+        ok: false,
+        code: 'KEY_REVOKED',
+      });
+      await expect(ledger.publish({ ...scope, session: 's2' }, sampleSummary(2))).rejects.toMatchObject({
+        code: 'KEY_REVOKED',
+      });
+      expect(notices.some((m) => m.includes('"kms:v1-again"') && m.includes('under another key id'))).toBe(true);
     } finally {
       await ledger.close();
     }

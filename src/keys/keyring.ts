@@ -786,13 +786,15 @@ export class Keyring {
       const current = this.trust.keys.filter(
         (k) => k.host === this.options.host && k.notAfter === undefined && k.revokedAt === undefined,
       );
-      // A key revoked in another listing (another host id it signed under) is listed revoked from the same time: a
-      // revocation ends every listing of the key, and one made after it must not take the key back as current (the
-      // root's trust.json, and each `keys export` of it, would trust what the revoked key signs for this host). It then
-      // signs nothing here (KEY_REVOKED: rotate), as any revoked host key.
-      const revokedAt = [...this.trust.keys, ...(this.trust.checkpointKeys ?? [])]
-        .filter((k) => k.keyId === signer.keyId)
-        .reduce<string | undefined>((t, k) => earlierTime(t, k.revokedAt), undefined);
+      // A key revoked in another listing (another host id it signed under, or another key id: an injected signer names
+      // its key as it likes, and a manifest names the key id it was signed under) is listed revoked from the same time:
+      // a revocation ends every listing of the key, and one made after it must not take the key back as current (the
+      // root's trust.json, and each `keys export` of it, would trust what the revoked key signs for this host, under the
+      // new key id). It then signs nothing here (KEY_REVOKED: rotate), as any revoked host key.
+      const revokedAt = sameKeyListings(this.trust, signer).reduce<string | undefined>(
+        (t, k) => earlierTime(t, k.revokedAt),
+        undefined,
+      );
       await this.save({
         ...this.trust,
         keys: [
@@ -808,7 +810,7 @@ export class Keyring {
       });
       if (revokedAt !== undefined)
         this.options.notice?.(
-          `this open signs with key ${quoted(signer.keyId)}, which trust.json lists revoked (from ${revokedAt}) for another host: it is listed for host ${quoted(this.options.host)} revoked from then too, and signs nothing; rotate the host key (\`keys rotate\`)`,
+          `this open signs with key ${quoted(signer.keyId)}, which trust.json lists revoked (from ${revokedAt}) for another host or under another key id: it is listed for host ${quoted(this.options.host)} revoked from then too, and signs nothing; rotate the host key (\`keys rotate\`)`,
         );
       for (const k of current)
         this.options.notice?.(
@@ -1133,6 +1135,24 @@ export class Keyring {
     const listed = [...this.trust.keys, ...(this.trust.checkpointKeys ?? [])].find((k) => k.keyId === keyId);
     return listed?.revokedAt ?? at;
   }
+}
+
+/**
+ * Every listing of `key` in `trust`, whatever host it is listed for: its key id, or its public key under another key id
+ * (a key file's key id is derived from its public key, an injected signer's is whatever the signer says; a checkpoint
+ * key's public key is read from its verifier key).
+ */
+function sameKeyListings(
+  trust: TrustStore,
+  key: { keyId: string; publicKey: Uint8Array },
+): Array<TrustedKey | TrustedCheckpointKey> {
+  const publicKey = encodeBase64Url(key.publicKey);
+  return [
+    ...trust.keys.filter((k) => k.keyId === key.keyId || k.publicKey === publicKey),
+    ...(trust.checkpointKeys ?? []).filter(
+      (k) => k.keyId === key.keyId || k.vkey === encodeVerifierKey(verifierKeyName(k.vkey), key.publicKey),
+    ),
+  ];
 }
 
 /** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */
