@@ -135,3 +135,92 @@ describe('a checkpoint key revoked for one host, found in the key file of anothe
     }
   });
 });
+
+describe('a key trust.json lists under one key id, opened through a signer that names it by another', () => {
+  const start = Date.parse('2026-11-30T10:00:00.000Z');
+  const signerOf = (key: LocalSigner, keyId: string) => ({
+    keyId,
+    publicKey: key.publicKey,
+    sign: (m: Uint8Array) => key.sign(m),
+  });
+
+  it('current there: refused KEY_INVALID, nothing listed, so a revocation of the listed id leaves nothing trusting the key', async () => {
+    const root = tempDir();
+    let now = start;
+    const clock = () => new Date(now);
+    const key = new LocalSigner(generateJwk());
+    let ledger = await openLedger({ root, host: 'a', signer: signerOf(key, 'kms:v1'), clock, onNotice: () => {} });
+    await ledger.publish(scope, sampleSummary(1));
+    await ledger.close();
+    const trustBefore = readFileSync(join(root, 'trust.json'), 'utf8');
+
+    now += 60_000;
+    const refused = openLedger({ root, host: 'a', signer: signerOf(key, 'kms:v2'), clock, onNotice: () => {} });
+    await expect(refused).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    await expect(refused).rejects.toThrow(
+      /lists the signer's public key as key "kms:v1" of host "a".*give the signer the key id "kms:v1"/,
+    );
+    expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(trustBefore);
+
+    // The key stolen: revoking the id it is listed under ends its trust, whatever id a thief's manifest names.
+    ledger = await openLedger({ root, host: 'a', signer: signerOf(key, 'kms:v1'), clock, onNotice: () => {} });
+    try {
+      now += 1_000;
+      await ledger.revokeKey('kms:v1');
+      const later = new Date(now + 1_000).toISOString();
+      for (const keyId of ['kms:v1', 'kms:v2'])
+        expect(findTrustedKey(ledger.trustStore(), 'a', keyId, later).ok, keyId).toBe(false);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('listed for another host, or rotated out: refused too (a rotation is not undone under a new key id)', async () => {
+    const root = tempDir();
+    const dir = tempDir();
+    let now = start;
+    const clock = () => new Date(now);
+    const keyFile = join(dir, 'k.jwk');
+    const jwk = generateJwk();
+    await writeKeyFile(keyFile, jwk);
+    const old = new LocalSigner(jwk);
+    let ledger = await openLedger({ root, host: 'b', keyFile, clock, onNotice: () => {} });
+    await ledger.close();
+    for (const host of ['a', 'b'])
+      await expect(
+        openLedger({ root, host, signer: signerOf(old, 'kms:b-old'), clock, onNotice: () => {} }),
+        host,
+      ).rejects.toMatchObject({ code: 'KEY_INVALID' });
+
+    ledger = await openLedger({ root, host: 'b', keyFile, clock, onNotice: () => {} });
+    now += 1_000;
+    await ledger.rotateKey();
+    await ledger.close();
+    now += 60_000;
+    await expect(
+      openLedger({ root, host: 'b', signer: signerOf(old, 'kms:b-old'), clock, onNotice: () => {} }),
+    ).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    const listed = JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')) as { keys: Array<{ keyId: string }> };
+    expect(listed.keys.map((k) => k.keyId)).not.toContain('kms:b-old');
+  });
+
+  it("this host's checkpoint key as the signer: refused, a checkpoint key signs no manifest", async () => {
+    const root = tempDir();
+    const clock = () => new Date(start);
+    let ledger = await openLedger({ root, host: 'a', clock, onNotice: () => {} });
+    await ledger.close();
+    const checkpointFile = join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode('a')).slice(7)}.jwk`);
+    const checkpoint = new LocalSigner(JSON.parse(readFileSync(checkpointFile, 'utf8')));
+    const opened = openLedger({
+      root,
+      host: 'a',
+      signer: signerOf(checkpoint, checkpoint.keyId),
+      clock,
+      onNotice: () => {},
+    });
+    await expect(opened).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    await expect(opened).rejects.toThrow(/a checkpoint key signs no manifest/);
+    ledger = await openLedger({ root, host: 'a', clock, onNotice: () => {} });
+    await ledger.close();
+  });
+});

@@ -791,10 +791,20 @@ export class Keyring {
       // a revocation ends every listing of the key, and one made after it must not take the key back as current (the
       // root's trust.json, and each `keys export` of it, would trust what the revoked key signs for this host, under the
       // new key id). It then signs nothing here (KEY_REVOKED: rotate), as any revoked host key.
-      const revokedAt = sameKeyListings(this.trust, signer).reduce<string | undefined>(
-        (t, k) => earlierTime(t, k.revokedAt),
-        undefined,
-      );
+      const sameKey = sameKeyListings(this.trust, signer);
+      const revokedAt = sameKey.reduce<string | undefined>((t, k) => earlierTime(t, k.revokedAt), undefined);
+      // Unrevoked, the key is never listed under a second key id: a revocation or rotation ends the listings of one key
+      // id (the log keeps one window per key id), and the listing under the other would go on trusting what the key
+      // signs (after a revocation: what a thief signs, naming that id). Nor is a checkpoint key listed to sign
+      // manifests: one key never signs two message formats.
+      const alias = revokedAt === undefined ? sameKey.find((k) => k.keyId !== signer.keyId || 'vkey' in k) : undefined;
+      if (alias !== undefined)
+        throw new LedgerError(
+          'KEY_INVALID',
+          'vkey' in alias
+            ? `the signer's public key (key ${quoted(signer.keyId)}) is checkpoint key ${quoted(alias.keyId)} of host ${quoted(alias.host)} in ${quoted(this.trustPath)}: a checkpoint key signs no manifest; give this host a key of its own; nothing was listed`
+            : `${quoted(this.trustPath)} lists the signer's public key as key ${quoted(alias.keyId)} of host ${quoted(alias.host)}, and this open signs with it as key ${quoted(signer.keyId)}: one key is listed under one key id (a revocation or rotation of the one would leave the other trusting what the key signs); give the signer the key id ${quoted(alias.keyId)}; nothing was listed`,
+        );
       await this.save({
         ...this.trust,
         keys: [
