@@ -459,14 +459,16 @@ export async function checkOpenArgs(
 /**
  * HANDOFF_LEDGER_TRUST: a trust file of further keys every command's ledger trusts beside the store's trust.json (the
  * other hosts' `keys export`, for hosts sharing a PostgreSQL store), read as `verify --trust` reads one: a file that
- * cannot be read, is not a regular file or does not parse is `TRUST_INVALID` (exit 2), before the store is opened.
+ * cannot be read, is not a regular file or does not parse is `TRUST_INVALID` (exit 2), before the store is opened; so
+ * is one group or others may write or another user owns, as the store's trust.json is (what its keys sign, resume
+ * returns).
  */
 async function trustFromEnv(env: NodeJS.ProcessEnv): Promise<Partial<OpenLedgerOptions>> {
   const path = env.HANDOFF_LEDGER_TRUST;
   if (!path) return {};
   const { readTrustFile } = await import('./trust-file.js');
   try {
-    return { trust: (await readTrustFile(path)).trust };
+    return { trust: (await readTrustFile(path, { anchor: true })).trust };
   } catch (err) {
     // Named by the variable that gave it: no option of the command line names that file.
     if (isHandoffLedgerError(err) && err.code === 'TRUST_INVALID')

@@ -9,18 +9,43 @@ import { MAX_TRUST_FILE_BYTES, mergeTrust, parseTrustStore, type TrustStore } fr
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { quoted } from '../../manifests/encoding/printable.js';
 import { errnoText } from '../../store/fs/errno-text.js';
+import { ownerProblem } from '../../store/fs/owner.js';
+import type { Stats } from 'node:fs';
 
 /**
- * Reads and parses a trust file, and returns its text too (audit-ui serves that text to the page).
+ * A trust file the store's ledger trusts beside trust.json (`anchor`: HANDOFF_LEDGER_TRUST, whose keys make resume
+ * return what they sign) is held to trust.json's rule: another user than this one or root owns it, or group or others
+ * may write it, and they could list a key of their own.
  * @throws AuditError `TRUST_INVALID`
  */
-export async function readTrustFile(path: string): Promise<{ trust: TrustStore; text: string }> {
+function refuseUnsafeAnchor(path: string, st: Stats): void {
+  const foreign = ownerProblem(`trust file ${quoted(path)}`, st.uid);
+  if (foreign) throw new AuditError('TRUST_INVALID', `${foreign}: another user could list keys in it`);
+  if ((st.mode & 0o022) !== 0)
+    throw new AuditError(
+      'TRUST_INVALID',
+      `trust file ${quoted(path)} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}): they could list keys in it; run chmod 644 on it`,
+    );
+}
+
+/**
+ * Reads and parses a trust file, and returns its text too (audit-ui serves that text to the page). `anchor`: one the
+ * store's ledger trusts (HANDOFF_LEDGER_TRUST), refused as trust.json is when another user owns it or group or others
+ * may write it.
+ * @throws AuditError `TRUST_INVALID`
+ */
+export async function readTrustFile(
+  path: string,
+  options: { anchor?: boolean } = {},
+): Promise<{ trust: TrustStore; text: string }> {
   let text: string;
   try {
     // One descriptor, opened without blocking: a FIFO (or `--trust <(…)`, a pipe), a device or a directory is
     // `cannot read trust file "…": not a regular file` at once, never waited on for a writer or read endlessly.
     const bytes = await readBoundedFile(path, MAX_TRUST_FILE_BYTES, {
       notAFile: () => new Error('not a regular file'),
+      // Judged on the descriptor read, as the store's own trust.json is (src/keys/keyring.ts).
+      ...(options.anchor === true ? { check: (st: Stats) => refuseUnsafeAnchor(path, st) } : {}),
       tooLarge: () =>
         new AuditError('TRUST_INVALID', `trust file ${quoted(path)} is over ${MAX_TRUST_FILE_BYTES} bytes`),
     });
