@@ -136,6 +136,52 @@ describe('a checkpoint key revoked for one host, found in the key file of anothe
   });
 });
 
+describe('a checkpoint key another host listed before its revocation (its file copied there earlier)', () => {
+  it("is replaced at that host's next load, and its listing there revoked from the same time", async () => {
+    const root = tempDir();
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const clock = () => new Date(now);
+    const onNotice = () => {};
+    const checkpointFile = (host: string) =>
+      join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode(host)).slice(7)}.jwk`);
+    let ledger = await openLedger({ root, host: 'b', clock, onNotice });
+    const copied = ledger.checkpointVerifierKey;
+    await ledger.close();
+    // Host "a" gets host "b"'s checkpoint key file before its first open, and lists it as its own.
+    writeFileSync(checkpointFile('a'), readFileSync(checkpointFile('b')), { mode: 0o600 });
+    now += 1_000;
+    ledger = await openLedger({ root, host: 'a', clock, onNotice });
+    expect(ledger.checkpointVerifierKey).toBe(copied);
+    await ledger.close();
+
+    // Host "b" revokes its host key and rotates: the checkpoint key rotated out with it is revoked, for "b".
+    now += 1_000;
+    ledger = await openLedger({ root, host: 'b', clock, onNotice });
+    const revokedAt = await ledger.revokeKey(ledger.keyId);
+    now += 1_000;
+    await ledger.rotateKey();
+    await ledger.close();
+
+    now += 60_000;
+    ledger = await openLedger({ root, host: 'a', clock, onNotice });
+    try {
+      expect(ledger.checkpointVerifierKey).not.toBe(copied);
+      const listings = ledger.trustStore().checkpointKeys!.filter((k) => k.vkey === copied);
+      expect(listings.map((k) => [k.host, k.revokedAt])).toEqual([
+        ['b', revokedAt],
+        ['a', revokedAt],
+      ]);
+      expect(checkpointVerifiers(ledger.trustStore()).map((k) => encodeVerifierKey(k.name, k.publicKey))).not.toContain(
+        copied,
+      );
+      // The store goes on: its next checkpoint is signed by the new key.
+      expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('a key trust.json lists under one key id, opened through a signer that names it by another', () => {
   const start = Date.parse('2026-11-30T10:00:00.000Z');
   const signerOf = (key: LocalSigner, keyId: string) => ({

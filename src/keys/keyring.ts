@@ -672,13 +672,26 @@ export class Keyring {
     const vkey = this.checkpointVerifierKey;
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     const listed = checkpointKeys.find((k) => k.host === this.options.host && k.vkey === vkey);
-    if (listed && listed.revokedAt === undefined) return;
+    // A key another host's listing revokes (its file copied here: a keys/ directory restored from the wrong host) is
+    // replaced as this host's own revoked one is: listed anew for this host, unrevoked, every checkpoint it signs would
+    // verify again (a revocation of one host's listing does not reach another's: `revokedCheckpointListings`). So is
+    // one this host listed before that revocation (the copy made earlier), and this host's listing is revoked from the
+    // same time: left current, it alone kept the revoked key a verifier of every checkpoint it signs.
+    const revokedElsewhereAt = checkpointKeys
+      .filter((k) => k.vkey === vkey || k.keyId === this.checkpoint.keyId)
+      .reduce<string | undefined>((t, k) => earlierTime(t, k.revokedAt), undefined);
+    const revokedForAnother = revokedElsewhereAt !== undefined;
+    if (listed && listed.revokedAt === undefined && !revokedForAnother) return;
     if (this.options.writeNothing) throw this.options.writeNothing;
     if (this.options.makeNoKeys === true)
       throw diagnosisListsNoKey(
         `this host's checkpoint key ${quoted(this.checkpoint.keyId)} (${quoted(this.checkpointPath)})`,
         this.trustPath,
-        listed ? 'is listed revoked' : 'is not listed for this log',
+        listed
+          ? listed.revokedAt !== undefined
+            ? 'is listed revoked'
+            : 'is listed revoked for another host'
+          : 'is not listed for this log',
       );
     // The key file's key listed under another origin (this root served another log before: a new database, or the
     // log removed and the pin moved aside): one key id cannot be listed twice, so a key of its own is made for this
@@ -686,12 +699,6 @@ export class Keyring {
     const elsewhere = listed
       ? undefined
       : checkpointKeys.find((k) => k.host === this.options.host && k.keyId === this.checkpoint.keyId);
-    // A key another host's listing revokes (its file copied here: a keys/ directory restored from the wrong host) is
-    // replaced as this host's own revoked one is: listed anew for this host, unrevoked, every checkpoint it signs would
-    // verify again (a revocation of one host's listing does not reach another's: `revokedCheckpointListings`).
-    const revokedForAnother = checkpointKeys.some(
-      (k) => (k.vkey === vkey || k.keyId === this.checkpoint.keyId) && k.revokedAt !== undefined,
-    );
     const at = this.now();
     if (!listed && !elsewhere && !revokedForAnother) {
       const entry: TrustedCheckpointKey = {
@@ -729,7 +736,11 @@ export class Keyring {
       notBefore: at,
     };
     const replaced = listed ?? elsewhere;
-    const ended = checkpointKeys.map((k) => (k === replaced && k.notAfter === undefined ? { ...k, notAfter: at } : k));
+    const ended = checkpointKeys.map((k) => {
+      if (k !== replaced) return k;
+      const end = k.notAfter === undefined ? { ...k, notAfter: at } : k;
+      return revokedElsewhereAt === undefined ? end : revokedFrom(end, revokedElsewhereAt);
+    });
     await this.save({ ...this.trust, checkpointKeys: [...ended, entry] });
     await installStaged(this.checkpointPath);
     this.checkpoint = await loadKeyFile(this.checkpointPath);
