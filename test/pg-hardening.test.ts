@@ -1433,6 +1433,46 @@ describePostgres(
           await pool.end();
         }
       });
+
+      it('answers an append the busy pool never began with its failure at once: no second wait to look its entry up', async () => {
+        const schema = nextSchema();
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1, connectionTimeoutMillis: 300 });
+        const blobs = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
+        const log = await PgManifestLog.open({ pool, schema });
+        // The put holds the one connection from its first chunk until the append has its answer.
+        let letGo!: () => void;
+        const held = new Promise<void>((resolve) => (letGo = resolve));
+        let begun!: () => void;
+        const uploading = new Promise<void>((resolve) => (begun = resolve));
+        const heldSource = (async function* () {
+          begun();
+          yield new Uint8Array(1024 * 1024).fill(1);
+          await held;
+          yield new Uint8Array(1024 * 1024).fill(2);
+        })();
+        const connects = vi.spyOn(pool, 'connect');
+        try {
+          const put = blobs.put(heldSource);
+          await uploading;
+          connects.mockClear();
+          try {
+            const err = await rejection(log.append(link('s', 0)));
+            expect(err).toMatchObject({ name: 'ManifestError', code: 'STORAGE_FAILED' });
+            expect((err as Error).message).toMatch(/connection pool is busy/);
+            // The transaction never began, so nothing can have committed: its entry is not looked up, which waited for
+            // the busy pool once more (up to 60 s by default) before the same answer.
+            expect(connects).toHaveBeenCalledTimes(1);
+          } finally {
+            letGo();
+          }
+          await put;
+          expect(await log.head('s')).toBeUndefined();
+        } finally {
+          connects.mockRestore();
+          await Promise.all([blobs.close(), log.close()]);
+          await pool.end();
+        }
+      });
     });
 
     describe('a COMMIT whose reply is lost', () => {
@@ -1460,6 +1500,40 @@ describePostgres(
           expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
           expect(await log.head('s')).toMatchObject({ seq: 1 });
           expect(await log.append(link('s', 2))).toMatchObject({ seq: 2, position: 2 });
+        } finally {
+          await log.close();
+          proxy.close();
+        }
+      });
+
+      it('says an append may have committed when its entry cannot be looked up, and how to tell', async () => {
+        // The COMMIT's reply is cut and the proxy stops taking connections: the look's new connection is refused.
+        let armed: Buffer | undefined;
+        const proxy = await replyCuttingProxy(pg, (d) => {
+          if (!armed || !d.includes(armed)) return false;
+          armed = undefined;
+          proxy.close();
+          return true;
+        });
+        const schema = nextSchema();
+        const log = await PgManifestLog.open({ connectionString: proxy.connectionString, schema, maxConnections: 1 });
+        try {
+          await log.append(link('s', 0));
+          armed = Buffer.from('COMMIT\0');
+          const err = await rejection(log.append(link('s', 1)));
+          expect(armed, 'the proxy cut a COMMIT').toBeUndefined();
+          expect(err).toMatchObject({ name: 'ManifestError', code: 'STORAGE_FAILED' });
+          const message = (err as Error).message;
+          expect(message).toMatch(/after its COMMIT was sent/);
+          expect(message).toMatch(/may have committed all the same; its entry could not be looked up/);
+          expect(message).toContain(
+            `Read the head of session s before appending again: the append committed if the entry at seq 1 has id ${idOf('s', 1)}`,
+          );
+          // And it did.
+          expect(await sql(`SELECT seq, id FROM "${schema}".entries ORDER BY position`)).toEqual([
+            { seq: 0, id: idOf('s', 0) },
+            { seq: 1, id: idOf('s', 1) },
+          ]);
         } finally {
           await log.close();
           proxy.close();

@@ -535,7 +535,9 @@ export class PgDatabase {
    * Runs `fn` inside one transaction on one connection: COMMIT when it resolves, ROLLBACK when it throws.
    * A connection that failed (server restart, network) is destroyed rather than returned to the pool.
    * When COMMIT itself fails the outcome is unknown to the client; callers that can tell (an append looks its
-   * entry up) check, the others report it as a failure.
+   * entry up) check, the others report it as a failure. Only such a failure can hide a commit (`failedAfterCommitSent`):
+   * one before COMMIT was sent (the wait for a pooled connection, a statement, a connection lost meanwhile) committed
+   * nothing.
    * With a `signal`, an abort before COMMIT is sent cancels the statement the connection is running (a lock wait
    * too; again until it ends, for one still on its way to the server when a cancel lands runs on), sends no further
    * statement of `fn`, rolls back and throws the signal's reason: COMMIT is never sent after an
@@ -597,8 +599,10 @@ export class PgDatabase {
       if (aborted && !committing) throw signal!.reason;
       // A session the server ended (idle in transaction too long, terminated) says why on the connection; the
       // query after it only says the connection is gone. The reason is the one callers can act on.
-      if (pgCode(broken) !== undefined && pgCode(err) === undefined && !isHandoffLedgerError(err)) throw broken;
-      throw err;
+      const thrown: unknown =
+        pgCode(broken) !== undefined && pgCode(err) === undefined && !isHandoffLedgerError(err) ? broken : err;
+      if (committing && typeof thrown === 'object' && thrown !== null) thrownAfterCommitSent.add(thrown);
+      throw thrown;
     } finally {
       unsubscribe?.();
       client.off('error', onError);
@@ -856,6 +860,19 @@ export class PgDatabase {
   }
 
   private readonly ignoreIdleError = (): void => {};
+}
+
+/** What `PgDatabase.transaction` threw once its COMMIT was sent (`failedAfterCommitSent`). */
+const thrownAfterCommitSent = new WeakSet<object>();
+
+/**
+ * Whether `err` is what `PgDatabase.transaction` threw after it sent COMMIT: the one failure of a transaction that
+ * may hide a commit (the reply lost with the connection). Every other failure of a transaction came before COMMIT
+ * was sent — the wait for a pooled connection (the pool busy), a statement's error, a connection lost meanwhile — and
+ * committed nothing.
+ */
+export function failedAfterCommitSent(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && thrownAfterCommitSent.has(err);
 }
 
 /** The SQLSTATE of a PostgreSQL error, if `err` is one. */

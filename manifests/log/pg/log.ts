@@ -8,6 +8,7 @@
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
 import {
+  errorText,
   refuseOutsideOpen,
   OPENING,
   isHandoffLedgerError,
@@ -22,6 +23,7 @@ import { quoted } from '../../encoding/printable.js';
 import {
   BEGIN,
   DEADLOCK_DETECTED,
+  failedAfterCommitSent,
   LOCK_NOT_AVAILABLE,
   PG_CONNECT_FIELDS,
   PgDatabase,
@@ -237,12 +239,13 @@ async function rowsOf<R extends pg.QueryResultRow>(
 }
 
 /**
- * Could the transaction have committed although it failed? Not when this library refused it or the server answered
- * with an error of a statement (the transaction was rolled back); possibly when the connection was lost (no SQLSTATE,
- * class 08 connection exception, 57P0x the server going away), which may have happened after COMMIT reached it.
+ * Could the transaction have committed although it failed? Not when this library refused it, when it failed before
+ * its COMMIT was sent (`failedAfterCommitSent`: a pool busy past its wait, a statement's error, a connection lost
+ * mid-statement), or when the server answered COMMIT with an error (rolled back); possibly when the connection was
+ * lost once COMMIT was sent (no SQLSTATE, class 08 connection exception, 57P0x the server going away).
  */
 function outcomeUnknown(err: unknown): boolean {
-  if (isHandoffLedgerError(err)) return false;
+  if (isHandoffLedgerError(err) || !failedAfterCommitSent(err)) return false;
   const code = pgCode(err);
   return code === undefined || code.startsWith('08') || code.startsWith('57P0');
 }
@@ -908,8 +911,7 @@ export class PgManifestLog extends AbstractManifestLog {
       // never a second try (the commit may land behind the look).
       await Promise.all(
         batch.map(async (p) => {
-          const stored = await this.committedDespite(err, p.request);
-          outcomes.set(p, stored ? { entry: stored } : { error: failed });
+          outcomes.set(p, await this.committedDespite(err, p.request, failed));
         }),
       );
       return outcomes;
@@ -1290,21 +1292,46 @@ export class PgManifestLog extends AbstractManifestLog {
         );
       // A connection lost at COMMIT leaves the outcome unknown here, not in the log: when this very manifest is at
       // its (session, seq), the append committed, and saying so keeps a caller's retry from publishing it twice.
-      const stored = await this.committedDespite(err, request);
-      if (stored) return stored;
-      throw storageFailed('append', err);
+      const outcome = await this.committedDespite(err, request, storageFailed('append', err));
+      if ('entry' in outcome) return outcome.entry;
+      throw outcome.error;
     }
   }
 
   /**
-   * After an append's transaction failed with `err`: its entry, when the failure may have come after COMMIT reached
-   * the server (`outcomeUnknown`) and this very manifest is at its (session, seq); else undefined. The look failing
-   * is undefined too (the append's own failure stands).
+   * What an append whose transaction failed with `err` answers. `failed` (the append's own failure) when nothing was
+   * committed: the failure came before COMMIT was sent (a pool busy past its wait among them: answered at once, with
+   * no second wait for a connection to look with) or the server answered it (`outcomeUnknown`). Else the COMMIT's reply
+   * was lost: its entry when this very manifest is at its (session, seq) (it committed); else `STORAGE_FAILED` saying
+   * that the append may have committed all the same (a commit still under way can land after the look, or the look
+   * failed) and how to tell. Another manifest at its (session, seq) is `failed`: this one did not commit.
    */
-  private async committedDespite(err: unknown, request: AppendRequest): Promise<LogEntry | undefined> {
-    if (!outcomeUnknown(err)) return undefined;
-    const stored = await this._entry(request.session, request.seq).catch(() => undefined);
-    return stored?.id === request.id ? stored : undefined;
+  private async committedDespite(
+    err: unknown,
+    request: AppendRequest,
+    failed: unknown,
+  ): Promise<{ entry: LogEntry } | { error: unknown }> {
+    if (!outcomeUnknown(err)) return { error: failed };
+    let stored: LogEntry | undefined;
+    let lookFailed: unknown;
+    try {
+      stored = await this._entry(request.session, request.seq);
+    } catch (lookErr) {
+      lookFailed = lookErr;
+    }
+    if (stored?.id === request.id) return { entry: stored };
+    if (stored !== undefined) return { error: failed };
+    const look =
+      lookFailed === undefined
+        ? 'its entry was not there when looked up, but a commit still under way can land after the look'
+        : `its entry could not be looked up (${errorText(lookFailed)})`;
+    return {
+      error: new ManifestError(
+        'STORAGE_FAILED',
+        `postgres manifest log: append failed after its COMMIT was sent (${errorText(err)}): it may have committed all the same; ${look}. Read the head of session ${request.session} before appending again: the append committed if the entry at seq ${request.seq} has id ${request.id}`,
+        { cause: err },
+      ),
+    };
   }
 
   /**
