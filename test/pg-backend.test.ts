@@ -910,6 +910,38 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
     });
 
+    it("goes by itself when the role's statement_timeout ends its wait for another writer's first append of a new chain", async () => {
+      // As above, with the wait ended by the role's statement_timeout (far below lockTimeoutMs): o was LOCKED with n.
+      await sql(`DO $$ BEGIN CREATE ROLE hl_statement_timeout LOGIN SUPERUSER;
+        EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+      await sql(`ALTER ROLE hl_statement_timeout SET statement_timeout = '2s'`);
+      const connectionString = pg.connectionString.replace('postgres@', 'hl_statement_timeout@');
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString, schema, lockTimeoutMs: 120_000 });
+      const client = new pgLib.Client({ connectionString: pg.connectionString });
+      try {
+        await client.connect();
+        await client.query('BEGIN');
+        await client.query(`INSERT INTO "${schema}".heads (session, seq, id, owner) VALUES ('n', 0, 'x', 'alice')`);
+        const { held, running } = await busy(log, schema);
+        const settled = Promise.allSettled([log.append(link('n', 0)), log.append(link('o', 0))]);
+        await held.release();
+        await Promise.all(running);
+        const [n, o] = await settled;
+        expect(n).toMatchObject({
+          status: 'rejected',
+          reason: { name: 'ManifestError', code: 'LOCKED', message: expect.stringMatching(/statement_timeout/) },
+        });
+        expect(o).toMatchObject({ status: 'fulfilled', value: { session: 'o', seq: 0 } });
+        await client.query('ROLLBACK');
+        expect(await log.head('n')).toBeUndefined();
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await client.end().catch(() => {});
+        await log.close();
+      }
+    });
+
     it('does not wait for a head another transaction holds: that append goes by itself, the others commit', async () => {
       const schema = nextSchema();
       const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });

@@ -725,6 +725,45 @@ describePostgres(
         }
       });
 
+      it("makes an append and a blob put whose lock wait the role's statement_timeout ends fail LOCKED, saying so; nothing written", async () => {
+        // A role whose statement_timeout (300 ms) is far below lockTimeoutMs: the server cancels the wait first.
+        await sql(`DO $$ BEGIN CREATE ROLE hl_statement_timeout LOGIN SUPERUSER;
+          EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+        await sql(`ALTER ROLE hl_statement_timeout SET statement_timeout = '300ms'`);
+        const connectionString = pg.connectionString.replace('postgres@', 'hl_statement_timeout@');
+        const schema = nextSchema();
+        const options = { connectionString, schema, lockTimeoutMs: 120_000 };
+        const log = await PgManifestLog.open(options);
+        const blobs = await PgBlobStore.open({ ...options, hash: nobleBlake3 });
+        await log.append(link('s', 0));
+        const locker = await holdCounter(schema);
+        try {
+          await locker.query(`LOCK TABLE "${schema}".blobs IN ACCESS EXCLUSIVE MODE`);
+          const said = expect.stringMatching(
+            /the server cancelled the statement: it ran longer than statement_timeout/,
+          );
+          // Both were STORAGE_FAILED, where a lock wait ended by lock_timeout is LOCKED: a caller retrying LOCKED gave up.
+          const appended = await rejection(log.append(link('s', 1)));
+          expect(appended).toBeInstanceOf(ManifestError);
+          expect(appended).toMatchObject({ code: 'LOCKED', message: said });
+          expect((appended as Error).cause).toMatchObject({ code: '57014' });
+          const put = await rejection(blobs.put(new TextEncoder().encode('held')));
+          expect(put).toBeInstanceOf(StoreError);
+          expect(put).toMatchObject({ code: 'LOCKED', message: said });
+        } finally {
+          await locker.query('ROLLBACK');
+          await locker.end();
+        }
+        try {
+          expect((await log.head('s'))?.seq).toBe(0);
+          const listed: string[] = [];
+          for await (const d of blobs.list()) listed.push(d);
+          expect(listed).toEqual([]);
+        } finally {
+          await Promise.all([log.close(), blobs.close()]);
+        }
+      });
+
       it("is ended by the server after idleInTransactionTimeoutMs, releasing the lock other hosts' appends wait for", async () => {
         const schema = nextSchema();
         await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();

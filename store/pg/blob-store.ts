@@ -37,10 +37,9 @@ import {
 import { fixedBlocks } from '../blocks.js';
 import {
   BEGIN,
-  LOCK_NOT_AVAILABLE,
+  isPgWaitTimeout,
   PG_CONNECT_FIELDS,
   PgDatabase,
-  pgCode,
   pgOptionsProblem,
   pgTimeoutProblem,
   type PgConnectOptions,
@@ -96,11 +95,11 @@ void everyPgBlobStoreField;
 /** The store's error for a failed step; a timeout of the pool's settings (pgTimeoutProblem) says which one. */
 function storageFailed(step: string, err: unknown): Error {
   const timeout = pgTimeoutProblem(err);
-  // A lock wait past lock_timeout is LOCKED, as the log's (retryable: nothing was written); an idle transaction ended
-  // by the server, STORAGE_FAILED.
+  // A lock wait past lock_timeout, or a statement past statement_timeout, is LOCKED, as the log's (retryable: nothing
+  // was written); an idle transaction ended by the server, STORAGE_FAILED.
   if (timeout)
     return new StoreError(
-      pgCode(err) === LOCK_NOT_AVAILABLE ? 'LOCKED' : 'STORAGE_FAILED',
+      isPgWaitTimeout(err) ? 'LOCKED' : 'STORAGE_FAILED',
       `postgres blob store: ${step}: ${timeout}`,
       {
         cause: err,

@@ -891,20 +891,37 @@ export const LOCK_NOT_AVAILABLE = '55P03';
 export const DEADLOCK_DETECTED = '40P01';
 /** SQLSTATE 25P03: the server ended a session idle in a transaction past `idle_in_transaction_session_timeout`. */
 export const IDLE_IN_TRANSACTION_TIMEOUT = '25P03';
+/**
+ * SQLSTATE 57014: the server cancelled a statement, past `statement_timeout` or at another session's
+ * `pg_cancel_backend`. (A store's own cancel, at its operation's abort, is answered as the abort before this is seen.)
+ */
+export const QUERY_CANCELED = '57014';
 
 /**
- * A plain account of a timeout the pool's settings caused, for the layer's error message, or undefined.
- * Nothing was committed in either case: the statement or the whole transaction was rolled back.
+ * A plain account of a timeout the pool's or the server's settings caused, for the layer's error message, or
+ * undefined. Nothing was committed in any case: the statement or the whole transaction was rolled back.
  */
 export function pgTimeoutProblem(err: unknown): string | undefined {
   switch (pgCode(err)) {
     case LOCK_NOT_AVAILABLE:
       return 'another connection held a lock this needs for longer than lock_timeout (a writer stalled mid-transaction?); nothing was written, retry';
+    case QUERY_CANCELED:
+      return "the server cancelled the statement: it ran longer than statement_timeout (the role's, database's or server's; below lockTimeoutMs it ends a wait for a lock another connection holds first), or another session cancelled it; nothing was written, retry, or raise statement_timeout for this role above lockTimeoutMs";
     case IDLE_IN_TRANSACTION_TIMEOUT:
       return 'the server ended the transaction after it sat idle longer than idle_in_transaction_session_timeout (this process stalled); nothing was committed, retry';
     default:
       return undefined;
   }
+}
+
+/**
+ * Whether `err` is a statement the server ended for a wait (`pgTimeoutProblem`): a lock not granted within
+ * `lock_timeout`, or a statement cancelled past `statement_timeout` (typically waiting for such a lock, when it is the
+ * shorter). The layers answer it `LOCKED`, a retryable failure that wrote nothing.
+ */
+export function isPgWaitTimeout(err: unknown): boolean {
+  const code = pgCode(err);
+  return code === LOCK_NOT_AVAILABLE || code === QUERY_CANCELED;
 }
 
 /**

@@ -24,7 +24,7 @@ import {
   BEGIN,
   DEADLOCK_DETECTED,
   failedAfterCommitSent,
-  LOCK_NOT_AVAILABLE,
+  isPgWaitTimeout,
   PG_CONNECT_FIELDS,
   PgDatabase,
   pgCode,
@@ -206,14 +206,15 @@ const toHeadRow = ({ session, seq, id, owner }: LockedHeadRow): HeadRow => ({ se
 const toHead = (r: HeadRow): ChainHead => ({ session: r.session, seq: r.seq, id: r.id as Digest, owner: r.owner });
 
 /**
- * The log's error for a failed operation: a lock wait past `lock_timeout` is `LOCKED` (retryable: the lock's holder
- * stalled), a transaction the server ended for idling is `STORAGE_FAILED` saying so, anything else as storageFailure.
+ * The log's error for a failed operation: a lock wait past `lock_timeout`, or a statement past the role's
+ * `statement_timeout`, is `LOCKED` (retryable: the lock's holder stalled), a transaction the server ended for idling is
+ * `STORAGE_FAILED` saying so, anything else as storageFailure.
  */
 function storageFailed(what: string, err: unknown): Error {
   const timeout = pgTimeoutProblem(err);
   if (timeout)
     return new ManifestError(
-      pgCode(err) === LOCK_NOT_AVAILABLE ? 'LOCKED' : 'STORAGE_FAILED',
+      isPgWaitTimeout(err) ? 'LOCKED' : 'STORAGE_FAILED',
       `postgres manifest log: ${what}: ${timeout}`,
       { cause: err },
     );
@@ -251,8 +252,8 @@ function outcomeUnknown(err: unknown): boolean {
 }
 
 /**
- * A transaction of several appends whose insert of new chains' heads waited past `lock_timeout` for another writer's
- * first append of one of them (uncommitted, so not skipped as a held head is): each append then goes by itself.
+ * A transaction of several appends whose insert of new chains' heads waited past `lock_timeout` (or the role's
+ * `statement_timeout`) for another writer's first append of one of them (uncommitted, so not skipped as a held head is): each append then goes by itself.
  */
 class FirstHeadHeld extends Error {
   constructor(readonly lockWait: unknown) {
@@ -980,7 +981,7 @@ export class PgManifestLog extends AbstractManifestLog {
               fresh.map((r) => r.principal),
             ])
             .catch((err: unknown) => {
-              throw pgCode(err) === LOCK_NOT_AVAILABLE ? new FirstHeadHeld(err) : err;
+              throw isPgWaitTimeout(err) ? new FirstHeadHeld(err) : err;
             });
           const made = new Set(inserted.rows.map((r) => r.session));
           for (const m of going)
