@@ -1009,6 +1009,53 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
     });
 
+    it('lets the sessions a transaction of several answered append again while the lone appends after it wait', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, lockTimeoutMs: 20_000 });
+      try {
+        for (const s of ['x', 'y', 'z']) await log.append(link(s, 0));
+        const { held, running } = await busy(log, schema);
+        // y's and z's heads are held elsewhere: the transaction of the three appends x, and y then z go by themselves.
+        const yzHeld = await holdHeads(schema, ['y', 'z']);
+        let yAnswered = false;
+        const appended: Array<Promise<LogEntry>> = [];
+        try {
+          const abort = new AbortController();
+          const x = log.append(link('x', 1));
+          const y = log.append(link('y', 1));
+          const z = log.append(link('z', 1), { signal: abort.signal });
+          void y.then(
+            () => (yAnswered = true),
+            () => (yAnswered = true),
+          );
+          appended.push(y);
+          await held.release();
+          await Promise.all(running);
+          expect((await x).seq).toBe(1);
+          // y waits for its head's row, alone; z waits its turn behind it, and is aborted.
+          await waitingForLock(pg, '%FOR UPDATE OF h%', { settles: y });
+          abort.abort(new Error('stop'));
+          expect(await z.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+          // x, answered by the transaction, and z, answered by its abort, append again while y still waits: both
+          // waited for y's lone append to end (here at lockTimeoutMs, LOCKED), their sessions still taken.
+          expect(await log.append(link('x', 2))).toMatchObject({ session: 'x', seq: 2 });
+          const zAgain = log.append(link('z', 1));
+          appended.push(zAgain);
+          // z's append is in a transaction of its own, waiting for z's held head beside y's.
+          await waitingForLock(pg, '%FOR UPDATE OF h%', { count: 2, settles: zAgain });
+          expect(yAnswered).toBe(false);
+        } finally {
+          await yzHeld.release();
+        }
+        const [y1, z1] = await Promise.all(appended);
+        expect(y1).toMatchObject({ session: 'y', seq: 1 });
+        expect(z1).toMatchObject({ session: 'z', seq: 1 });
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await log.close();
+      }
+    });
+
     it('judges a COMMIT whose reply is lost by each append: every committed one resolves with its entry, once', async () => {
       // The connection of a transaction of several (the one whose head lock skips held rows) is cut as the reply to the
       // armed statement comes back: COMMIT (the server committed) or the batch's write (nothing committed). The

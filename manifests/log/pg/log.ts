@@ -116,6 +116,8 @@ interface PendingAppend {
   reject: (err: unknown) => void;
   /** Takes the waiting append's abort listener off. */
   stopListening: (() => void) | undefined;
+  /** While it waits its turn to go by itself (`waitingAlone`): lets its session go once its abort answers it. */
+  answeredWaiting?: (() => void) | undefined;
 }
 
 /** What a transaction of several appends made of one: its entry, its refusal, or `alone` (appended by itself after). */
@@ -773,7 +775,10 @@ export class PgManifestLog extends AbstractManifestLog {
    * (`runAppends`), each of which may wait for a lock: an abort meanwhile answers one at once.
    */
   private readonly waitingAlone = new Set<PendingAppend>();
-  /** The sessions of the appends in a transaction now: another append of one waits for the next. */
+  /**
+   * The sessions of the appends a transaction took and has not answered yet: another append of one waits for the next
+   * transaction. One answered in a transaction of several is let go then, before the lone appends after it.
+   */
   private readonly appending = new Set<string>();
   private transactions = 0;
   /** The transactions of appends running (`startAppends`): `_close` lets them, and the appends waiting, finish. */
@@ -804,6 +809,7 @@ export class PgManifestLog extends AbstractManifestLog {
           if (at >= 0) this.waiting.splice(at, 1);
           else if (!this.waitingAlone.delete(pending)) return; // in a transaction: it answers the abort there
           reject(cancelled(signal));
+          pending.answeredWaiting?.();
         });
       this.waiting.push(pending);
       this.startAppends();
@@ -827,7 +833,14 @@ export class PgManifestLog extends AbstractManifestLog {
       if (batch.length === 0) return;
       for (const session of sessions) this.appending.add(session);
       this.transactions++;
-      const run = this.runAppends(batch).finally(() => {
+      // A session the transaction answered is let go then: its next append need not wait for the lone appends after
+      // the transaction (each of which may wait for a held head up to lockTimeoutMs).
+      const answered = (session: string) => {
+        if (!sessions.delete(session)) return;
+        this.appending.delete(session);
+        this.startAppends();
+      };
+      const run = this.runAppends(batch, answered).finally(() => {
         for (const session of sessions) this.appending.delete(session);
         this.transactions--;
         this.runs.delete(run);
@@ -837,8 +850,11 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
-  /** Runs `batch` (alone, or together), settling each of its appends; never rejects. */
-  private async runAppends(batch: PendingAppend[]): Promise<void> {
+  /**
+   * Runs `batch` (alone, or together), settling each of its appends; never rejects. `answered(session)` is told of each
+   * append a transaction of several settled, before the lone appends after it run.
+   */
+  private async runAppends(batch: PendingAppend[], answered: (session: string) => void): Promise<void> {
     const settle = async (p: PendingAppend, run: () => Promise<LogEntry>) => {
       try {
         p.resolve(await run());
@@ -857,16 +873,24 @@ export class PgManifestLog extends AbstractManifestLog {
     for (const p of batch) {
       const outcome = outcomes.get(p) ?? 'alone';
       if (outcome === 'alone') alone.push(p);
-      else if ('entry' in outcome) await settle(p, async () => outcome.entry);
-      else await settle(p, () => Promise.reject(outcome.error));
+      else {
+        if ('entry' in outcome) await settle(p, async () => outcome.entry);
+        else await settle(p, () => Promise.reject(outcome.error));
+        answered(p.request.session);
+      }
     }
     // One after another: this is one of the log's APPEND_TRANSACTIONS. One whose signal aborts while it waits its turn
     // is answered then (CANCELLED, nothing written), not once the lone appends before it, each of which may wait for a
     // lock up to lockTimeoutMs, have ended; one aborted already (during the transaction of several, after its COMMIT was
     // sent) at once.
     for (const p of alone) {
-      if (p.signal?.aborted) await settle(p, () => Promise.reject(cancelled(p.signal!)));
-      else this.waitingAlone.add(p);
+      if (p.signal?.aborted) {
+        await settle(p, () => Promise.reject(cancelled(p.signal!)));
+        answered(p.request.session);
+      } else {
+        p.answeredWaiting = () => answered(p.request.session);
+        this.waitingAlone.add(p);
+      }
     }
     for (const p of alone) if (this.waitingAlone.delete(p)) await settle(p, () => this.appendOne(p, p.signal));
   }
