@@ -1173,6 +1173,55 @@ describePostgres('PostgreSQL backend', (pg) => {
         await log.close();
       }
     });
+
+    it('an abort of an append the transaction refused, or left to go by itself, rolls nothing back: the others commit in it', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        for (const s of ['a', 'b', 'c']) await log.append(link(s, 0));
+        const { held, running } = await busy(log, schema);
+        // c's head is held elsewhere: left to go by itself.
+        const cHeld = await holdHeads(schema, ['c']);
+        let begins = 0;
+        const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
+        const abort = new AbortController();
+        const [a, b, c, n] = [
+          log.append(link('a', 1)),
+          // Not the head's next: CHAIN_CONFLICT.
+          log.append(link('b', 2), { signal: abort.signal }),
+          log.append(link('c', 1), { signal: abort.signal }),
+          log.append(link('n', 0)),
+        ];
+        // Another connection's first append of n, not committed: the transaction waits for it as it inserts n's head,
+        // b refused and c left out already.
+        const client = new pgLib.Client({ connectionString: pg.connectionString });
+        await client.connect();
+        try {
+          await client.query('BEGIN');
+          await client.query(`INSERT INTO "${schema}".heads (session, seq, id, owner) VALUES ('n', 0, 'x', 'alice')`);
+          await held.release();
+          await Promise.all(running);
+          await waitingForLock(pg, '%ON CONFLICT (session) DO NOTHING RETURNING session%');
+          abort.abort(new Error('stop'));
+          await client.query('ROLLBACK');
+        } finally {
+          await client.end();
+        }
+        expect((await a).seq).toBe(1);
+        expect((await n).seq).toBe(0);
+        expect(await b.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CHAIN_CONFLICT' });
+        expect(await c.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+        watch.stop();
+        await cHeld.release();
+        // The four together, not rolled back at the abort (then a and n each by itself).
+        expect(begins).toBe(1);
+        expect((await log.head('b'))?.seq).toBe(0);
+        expect((await log.head('c'))?.seq).toBe(0);
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await log.close();
+      }
+    });
   });
 
   describe("the session-heads index in an append's transaction", () => {

@@ -897,19 +897,29 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /**
    * `appendMany` for `batch` under one signal that aborts with any of theirs: an abort before COMMIT rolls all of them
-   * back; the one aborted is CANCELLED and the others are appended alone. A unique key or a deadlock met by the whole
-   * leaves each to be appended alone, which answers as it does; any other failure is each one's, as appendOne would
-   * answer it (a COMMIT whose outcome is unknown judged per append by its entry).
+   * back; the one aborted is CANCELLED and the others are appended alone. An append the transaction has refused, or
+   * left to go by itself, is no longer in it: its abort from then on rolls nothing back (a refusal stands, as a lone
+   * append's refused before its abort; one left to go by itself is CANCELLED then). A unique key or a deadlock met by
+   * the whole leaves each to be appended alone, which answers as it does; any other failure is each one's, as appendOne
+   * would answer it (a COMMIT whose outcome is unknown judged per append by its entry).
    */
   private async appendTogether(batch: PendingAppend[]): Promise<Map<PendingAppend, BatchOutcome>> {
     const anyAbort = new AbortController();
-    const listeners = batch.flatMap((p) => {
-      if (!p.signal) return [];
+    const listeners = new Map<PendingAppend, () => void>();
+    for (const p of batch) {
+      if (!p.signal) continue;
       if (p.signal.aborted) anyAbort.abort(p.signal.reason);
-      return [onAbort(p.signal, () => anyAbort.abort(p.signal!.reason))];
-    });
+      listeners.set(
+        p,
+        onAbort(p.signal, () => anyAbort.abort(p.signal!.reason)),
+      );
+    }
+    const leftOut = (p: PendingAppend) => {
+      listeners.get(p)?.();
+      listeners.delete(p);
+    };
     try {
-      return await this.appendMany(batch, listeners.length > 0 ? anyAbort.signal : undefined);
+      return await this.appendMany(batch, listeners.size > 0 ? anyAbort.signal : undefined, leftOut);
     } catch (err) {
       const outcomes = new Map<PendingAppend, BatchOutcome>();
       if (anyAbort.signal.aborted && err === anyAbort.signal.reason) {
@@ -941,24 +951,34 @@ export class PgManifestLog extends AbstractManifestLog {
       );
       return outcomes;
     } finally {
-      for (const stop of listeners) stop();
+      for (const stop of listeners.values()) stop();
     }
   }
 
   /**
    * Several appends (of distinct sessions) in one transaction: each judged as `appendOne` judges it, the accepted ones
    * written at consecutive positions, the tree and the session-heads index grown by all of them in one write.
-   * A chain found cut back is left to `appendOne` (`alone`), which tells a refusal from a lost race.
+   * A chain found cut back is left to `appendOne` (`alone`), which tells a refusal from a lost race. `leftOut(p)` is told
+   * of each append refused, or left to go by itself, as soon as it is: the transaction no longer ends at its abort.
    */
   private async appendMany(
     batch: PendingAppend[],
     signal: AbortSignal | undefined,
+    leftOut: (p: PendingAppend) => void,
   ): Promise<Map<PendingAppend, BatchOutcome>> {
     const sorted = [...batch].sort((a, b) => (a.request.session < b.request.session ? -1 : 1));
     let growth: Growth | undefined;
     const answered = await this.db.transaction(
       async (client) => {
-        const outcomes = new Map<PendingAppend, BatchOutcome>();
+        const judged = new Map<PendingAppend, BatchOutcome>();
+        // What is refused or left to go alone is answered so whatever the transaction meets: its abort is let go.
+        const outcomes = {
+          has: (p: PendingAppend) => judged.has(p),
+          set: (p: PendingAppend, outcome: Exclude<BatchOutcome, { entry: LogEntry }>) => {
+            judged.set(p, outcome);
+            leftOut(p);
+          },
+        };
         const sessions = sorted.map((p) => p.request.session);
         const locked = new Map(
           (await client.query<LockedHeadRow>(this.sql.lockHeads!, [sessions])).rows.map((r) => [r.session, r]),
@@ -1012,7 +1032,7 @@ export class PgManifestLog extends AbstractManifestLog {
             if (!m.head && !made.has(m.p.request.session)) outcomes.set(m.p, { error: lostRace(m.p.request) });
         }
         const live = going.filter((m) => !outcomes.has(m.p));
-        if (live.length === 0) return outcomes;
+        if (live.length === 0) return judged;
         const first = Number((await client.query<{ n: string }>(this.sql.lockCounter!)).rows[0]!.n);
         const frontier = frontierOf(first);
         const ahead = this.headsIndex.readAhead(live.map((m) => m.p.request.session));
@@ -1079,13 +1099,13 @@ export class PgManifestLog extends AbstractManifestLog {
           throw new Error(
             `a batch of appends wrote ${wrote!.written} of ${requests.length} entries, moved ${wrote!.moved} of ${moved} heads, took back ${wrote!.undone} of ${undo.length}`,
           );
-        if (requests.length === 0) return outcomes;
+        if (requests.length === 0) return judged;
         const leaves = accepted.map((m) => m.p.leaf);
         growth = await this.growTreeAndHeads(client, first, requests, leaves, { frontier, ahead, gate: gate! });
         accepted.forEach((m, i) =>
-          outcomes.set(m.p, { entry: toEntry({ position: String(first + i), ...m.p.request }) }),
+          judged.set(m.p, { entry: toEntry({ position: String(first + i), ...m.p.request }) }),
         );
-        return outcomes;
+        return judged;
       },
       BEGIN,
       signal,
