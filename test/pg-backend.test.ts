@@ -1056,6 +1056,45 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
     });
 
+    it('lets the session of a lone append after a transaction of several append again while the next lone one waits', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, lockTimeoutMs: 20_000 });
+      try {
+        for (const s of ['x', 'y', 'z']) await log.append(link(s, 0));
+        const { held, running } = await busy(log, schema);
+        // y's and z's heads are held elsewhere, each by a transaction of its own: y then z go by themselves.
+        const yHeld = await holdHeads(schema, ['y']);
+        const zHeld = await holdHeads(schema, ['z']);
+        let zAnswered = false;
+        let z: Promise<LogEntry> | undefined;
+        try {
+          const x = log.append(link('x', 1));
+          const y = log.append(link('y', 1));
+          z = log.append(link('z', 1));
+          void z.then(
+            () => (zAnswered = true),
+            () => (zAnswered = true),
+          );
+          await held.release();
+          await Promise.all(running);
+          expect((await x).seq).toBe(1);
+          await waitingForLock(pg, '%FOR UPDATE OF h%', { settles: y });
+          await yHeld.release();
+          expect((await y).seq).toBe(1);
+          // z's lone append waits for its head now; y appends again meanwhile (it waited for z's, to lockTimeoutMs).
+          await waitingForLock(pg, '%FOR UPDATE OF h%', { settles: z });
+          expect(await log.append(link('y', 2))).toMatchObject({ session: 'y', seq: 2 });
+          expect(zAnswered).toBe(false);
+        } finally {
+          await zHeld.release();
+        }
+        expect(await z).toMatchObject({ session: 'z', seq: 1 });
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await log.close();
+      }
+    });
+
     it('judges a COMMIT whose reply is lost by each append: every committed one resolves with its entry, once', async () => {
       // The connection of a transaction of several (the one whose head lock skips held rows) is cut as the reply to the
       // armed statement comes back: COMMIT (the server committed) or the batch's write (nothing committed). The

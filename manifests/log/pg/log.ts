@@ -852,7 +852,8 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /**
    * Runs `batch` (alone, or together), settling each of its appends; never rejects. `answered(session)` is told of each
-   * append a transaction of several settled, before the lone appends after it run.
+   * append of a transaction of several as it is settled (by the transaction, its abort, or its own lone append), before
+   * the lone appends after it run.
    */
   private async runAppends(batch: PendingAppend[], answered: (session: string) => void): Promise<void> {
     const settle = async (p: PendingAppend, run: () => Promise<LogEntry>) => {
@@ -892,7 +893,11 @@ export class PgManifestLog extends AbstractManifestLog {
         this.waitingAlone.add(p);
       }
     }
-    for (const p of alone) if (this.waitingAlone.delete(p)) await settle(p, () => this.appendOne(p, p.signal));
+    for (const p of alone) {
+      if (!this.waitingAlone.delete(p)) continue;
+      await settle(p, () => this.appendOne(p, p.signal));
+      answered(p.request.session);
+    }
   }
 
   /**
