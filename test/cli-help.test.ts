@@ -159,6 +159,51 @@ describe('demo help', () => {
   });
 });
 
+describe('the defaults command help states', () => {
+  // verify's --workers and --max-bundle-bytes (and audit-ui's bound) said no default: an auditor could not tell from
+  // --help that verify spreads a large bundle over one thread per core unasked, nor how large a bundle it takes.
+  // Each default is read from the code that applies it.
+  const source = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
+  const constant = (path: string, name: string) => {
+    const expr = new RegExp(`const ${name} = ([^;]+);`).exec(source(path))?.[1];
+    expect(expr, `${name} in ${path}`).toBeDefined();
+    return expr!.split('*').reduce((a, f) => a * Number(f.trim().replace(/_/g, '')), 1);
+  };
+  const line = (help: string, option: string) => help.split('\n').find((l) => l.startsWith(`  ${option} `)) ?? '';
+  const MiB = 1024 ** 2;
+
+  it("verify's --workers: auto, one thread per core from the size verify.ts starts them at, at most its bound", async () => {
+    const { DEFAULT_MAX_MANIFESTS_BYTES } = await import('../manifests/audit/auditor-options.js');
+    const verify = source('src/cli/verify.ts');
+    expect(verify).toMatch(/workers: \{ type: 'string', default: 'auto' \}/);
+    const help = commandHelp(commands.verify!);
+    const workers = help.split('  --workers auto|N')[1]!.split('\n  --')[0]!.replace(/\s+/g, ' ');
+    expect(workers).toContain('default auto: one per core');
+    expect(workers).toContain(`from ${constant('src/cli/verify.ts', 'WORKERS_FROM_BYTES') / MiB} MiB of manifests`);
+    expect(workers).toContain(`at most ${constant('src/cli/verify.ts', 'MAX_WORKER_THREADS')})`);
+    expect(line(help, '--max-bundle-bytes N')).toContain(`default ${DEFAULT_MAX_MANIFESTS_BYTES / 1024 ** 3} GiB`);
+    expect(line(commandHelp(commands['audit-ui']!), '--max-bundle-bytes N')).toContain(
+      `default ${DEFAULT_MAX_MANIFESTS_BYTES / 1024 ** 3} GiB`,
+    );
+  });
+
+  it("publish's --max-bytes and witness serve's bounds: the defaults the parsers fall back to", async () => {
+    const { DEFAULT_MAX_SUMMARY_BYTES } = await import('../src/summary/summary.js');
+    expect(line(commandHelp(commands.publish!), '--max-bytes N')).toContain(
+      `(default ${DEFAULT_MAX_SUMMARY_BYTES / MiB} MiB)`,
+    );
+    const witness = source('src/cli/witness.ts').replace(/\s+/g, ' ');
+    const fallback = (option: string) =>
+      /^([\d_ *]+),/
+        .exec(witness.split(`'--${option}', `)[1] ?? '')?.[1]!
+        .split('*')
+        .reduce((a, f) => a * Number(f.trim().replace(/_/g, '')), 1);
+    const help = commandHelp(commands.witness!);
+    expect(line(help, '--max-body-bytes N')).toContain(`(default ${fallback('max-body-bytes')};`);
+    expect(line(help, '--request-timeout-ms N')).toContain(`(default ${fallback('request-timeout-ms')},`);
+  });
+});
+
 describe('the usage line a usage error prints', () => {
   // verify, export, audit-ui and witness print their synopsis on a usage error: the one help prints, not a copy.
   it.each([
