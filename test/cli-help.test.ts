@@ -147,6 +147,25 @@ describe('gc help', () => {
   });
 });
 
+describe('keys help', () => {
+  // The help named a symlink, a device and a FIFO as an --out refused, not a socket, which keys refuses as well.
+  it('names every kind of --out that keys export / list refuse, as access.ts names it (kindOf)', () => {
+    const kinds = [
+      ...(
+        /function kindOf[\s\S]*?\n\}/.exec(
+          readFileSync(new URL('../src/cli/access.ts', import.meta.url), 'utf8'),
+        )?.[0] ?? ''
+      ).matchAll(/return 'an? ([a-zA-Z ]+)';/g),
+    ]
+      .map((m) => m[1]!)
+      .filter((k) => k !== 'not a file')
+      .map((k) => (k === 'symbolic link' ? 'symlink' : k));
+    expect(kinds).toEqual(['symlink', 'device', 'FIFO', 'socket']);
+    const out = commandHelp(commands.keys!).split('  --out FILE')[1]!.split('\n  --')[0]!.replace(/\s+/g, ' ');
+    expect(out).toContain('a symlink, device, FIFO or socket is refused (USAGE)');
+  });
+});
+
 describe('demo help', () => {
   // The demo publishes into the store every command uses unless told otherwise, under a host of its own.
   it('names the store and host it uses when no --root or --host is given', () => {
