@@ -132,3 +132,49 @@ describe('the paths and names docs/ gives', () => {
     ]);
   });
 });
+
+describe("the layers' READMEs (store/, manifests/, src/) name their files and folders as they are", () => {
+  // docs/ is held to its paths above; the READMEs beside the code name files by their bare names (`checker.ts`,
+  // `log/level/`), which a rename or move leaves behind just the same.
+  const LAYERS = ['store', 'manifests', 'src'];
+  /** Every file and folder under `dir`, as paths relative to it (folders with a trailing slash). */
+  const entries = (dir: string): string[] =>
+    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? [`${e.name}/`, ...entries(`${dir}/${e.name}`).map((p) => `${e.name}/${p}`)] : [e.name],
+    );
+  /** The file and folder names a README gives in code spans: `checker.ts`, `fs/`, `log/level/`, `*.node.ts` aside. */
+  const named = (text: string) =>
+    [...new Set([...text.matchAll(/`([\w.-]+(?:\/[\w.-]+)*(?:\.ts|\/))`/g)].map((m) => m[1]!))].filter(
+      (n) => !n.includes('*'),
+    );
+  const under = (layer: string, name: string) =>
+    entries(layer).some((p) => p === name || p.endsWith(`/${name}`)) || existsSync(join(ROOT, name));
+
+  it.each(LAYERS)('%s/README.md names only files and folders that are there', (layer) => {
+    const names = named(read(`${layer}/README.md`));
+    expect(names.length).toBeGreaterThan(5);
+    expect(names.filter((n) => !under(layer, n))).toEqual([]);
+  });
+
+  it.each(LAYERS)('%s/README.md names every folder of its layer', (layer) => {
+    const folders = readdirSync(join(ROOT, layer), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => `${e.name}/`);
+    expect(folders.length).toBeGreaterThan(2);
+    const said = named(read(`${layer}/README.md`));
+    expect(folders.filter((f) => !said.includes(f))).toEqual([]);
+  });
+
+  it('finds a file or folder that is not there', () => {
+    expect(named('the chain (`checker.ts`), `log/level/`, `*.node.ts` and `gone.ts`')).toEqual([
+      'checker.ts',
+      'log/level/',
+      'gone.ts',
+    ]);
+    expect(under('manifests', 'checker.ts')).toBe(true);
+    expect(under('manifests', 'log/level/')).toBe(true);
+    expect(under('manifests', 'gone.ts')).toBe(false);
+    expect(under('store', 'pg/')).toBe(true);
+    expect(under('store', 'level/')).toBe(false);
+  });
+});
