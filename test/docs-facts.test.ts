@@ -430,6 +430,27 @@ describe("the README's table of openLedger's options", () => {
     const row = readme.split('\n').find((l) => l.startsWith('| `postgres` |')) ?? '';
     expect(row).toContain(`\`{ ${fields.join(', ')} }\``);
   });
+
+  // The inlineSummaryBytes row said nothing of the values refused, where the maxSummaryBytes row did: both are checked
+  // by one rule (checkByteBound) and refused before anything is made.
+  it.each(['maxSummaryBytes', 'inlineSummaryBytes'])(
+    'says of %s the values openLedger refuses, as it refuses them',
+    async (option) => {
+      const row = readme.split('\n').find((l) => l.startsWith(`| \`${option}\` |`)) ?? '';
+      expect(row).toContain('a non-negative integer, else `INVALID_ARGUMENT`');
+      for (const value of [-1, 1.5, Number.NaN, '1024']) {
+        const root = join(tempDir('hl-opt-'), 'root');
+        await expect(
+          openLedger({ host: 'h', root, [option]: value }),
+          `${option}: ${String(value)}`,
+        ).rejects.toMatchObject({
+          code: 'INVALID_ARGUMENT',
+          message: new RegExp(`^${option} must be a non-negative integer`),
+        });
+        expect(existsSync(root)).toBe(false);
+      }
+    },
+  );
 });
 
 describe('the maps of the layers', () => {
