@@ -679,6 +679,33 @@ describe("the README's CLI section, against the code's lists", () => {
     expect(code.length).toBeGreaterThan(4);
     expect(said).toEqual(code);
   });
+
+  // Exit 2's row named USAGE, IO_FAILED, STORAGE_FAILED, LOCKED and BUNDLE_EXISTS, and of the auditor's other codes
+  // only "unreadable bundle or trust file": not WORKER_FAILED, which verify exits 2 with when its threads fail.
+  it("names under exit 2 every code reportError (src/cli/io.ts) exits 2 with: the CLI's, the auditor's, USAGE_CODES", () => {
+    const io = read('src/cli/io.ts');
+    const union = (text: string, type: string) =>
+      [
+        ...(
+          new RegExp(`export type ${type} =([^;]+);`).exec(text.replace(/\/\*[\s\S]*?\*\//g, ''))?.[1] ?? ''
+        ).matchAll(/'([A-Z_]+)'/g),
+      ].map((m) => m[1]!);
+    expect(io).toContain(
+      'const couldNotRun = !isHandoffLedgerError(err) || err instanceof AuditError || USAGE_CODES.has(known.code);',
+    );
+    const usageCodes = [
+      ...(/const USAGE_CODES = new Set\(\[([^\]]*)\]\)/.exec(io)?.[1] ?? '').matchAll(/'([A-Z_]+)'/g),
+    ].map((m) => m[1]!);
+    const code = [
+      ...union(io, 'CliErrorCode'),
+      ...union(read('manifests/audit/errors.ts'), 'AuditErrorCode'),
+      ...usageCodes,
+    ];
+    expect(code.length).toBeGreaterThan(8);
+    const row = cli.split('\n').find((l) => l.startsWith('| 2 |')) ?? '';
+    const said = [...row.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!);
+    expect([...new Set(said)].sort()).toEqual([...new Set(code)].sort());
+  });
 });
 
 describe("the README's telemetry tables", () => {
