@@ -75,6 +75,21 @@ describe("the README's lower layers", () => {
       /^digests and the BLAKE3 backends, .* its filesystem and PostgreSQL stores$/,
     );
   });
+
+  // BlobStore.put's contract says a buffer given whole must not change until put resolves (it is not copied); the
+  // README said only that put is done with a chunk of a stream when it pulls the next, which a caller could read as
+  // leave to reuse a buffer as soon as put is called.
+  it("say when put is done with a buffer given whole, as BlobStore.put's contract does", () => {
+    const contract =
+      /export interface BlobStore \{\s*\/\*\*([\s\S]*?)\*\//.exec(read('store/blob-store.ts'))?.[1] ?? '';
+    expect(contract.replace(/\s*\*\s*/g, ' ')).toContain(
+      'A `Uint8Array` given whole must not change until `put` resolves: it is written and hashed as it is, not copied',
+    );
+    const said = /`handoff-ledger\/store` \(([\s\S]*?)\) and\s+`handoff-ledger\/manifests`/.exec(readme)?.[1] ?? '';
+    expect(said.replace(/\s+/g, ' ')).toContain(
+      'is done with a chunk when it pulls the next (with a buffer given whole, only once it resolves: it is written and hashed as it is, not copied)',
+    );
+  });
 });
 
 describe("the README's size budget of the package", () => {
