@@ -28,7 +28,7 @@ import {
 } from '../src/index.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { FsBlobStore, loadHashBackend } from '../store/index.js';
-import { parseTrustStore } from '../manifests/index.js';
+import { LevelManifestLog, parseTrustStore } from '../manifests/index.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -749,6 +749,27 @@ describe('FsBlobStore.open', () => {
           name: 'StoreError',
           code: 'INVALID_ARGUMENT',
           message: expect.stringContaining('FsBlobStore.open: root must be a non-empty path') as string,
+        });
+      expect(readdirSync(here)).toEqual([]);
+    } finally {
+      process.chdir(cwd);
+    }
+  });
+});
+
+describe('LevelManifestLog.open', () => {
+  it('a path that is not a non-empty path: INVALID_ARGUMENT, as FsBlobStore.open refuses its root, nothing made', async () => {
+    const cwd = process.cwd();
+    const here = tempDir();
+    process.chdir(here);
+    try {
+      // An object, a number, undefined or a NUL was STORAGE_FAILED around Node's TypeError (a caller's mistake
+      // reported as the disk's, which a caller may retry), '' STORAGE_FAILED from mkdir.
+      for (const path of [{ path: join(here, 'log') }, undefined, null, 5, '', `${join(here, 'log')}\0`])
+        await expect(LevelManifestLog.open(path as never), String(path)).rejects.toMatchObject({
+          name: 'ManifestError',
+          code: 'INVALID_ARGUMENT',
+          message: expect.stringContaining('LevelManifestLog.open: path must be a non-empty path') as string,
         });
       expect(readdirSync(here)).toEqual([]);
     } finally {

@@ -25,9 +25,11 @@ import {
   quoted,
   readOptionFields,
   refuseNonSignal,
+  shownValue,
   throwIfAborted,
   type NamesEveryField,
 } from '../../../store/errors.js';
+import { isPathName } from '../../../store/fs/safe-dir.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
 import { isPastable } from '../../encoding/printable.js';
@@ -273,10 +275,17 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
    * Opens (creating if needed) the log at `path`.
    * @throws ManifestError `LOCKED` when another process, or another log of this process, has the store open;
    *   `INVALID_ARGUMENT` for an option of a name it does not know (or one that throws as it is read), or a `signal`
-   *   that is no AbortSignal, before anything is made; `CANCELLED` once `signal` aborts (the database closed again);
-   *   `STORAGE_FAILED` otherwise.
+   *   that is no AbortSignal, or a `path` that is no non-empty path (no string, `''`, a NUL), before anything is made;
+   *   `CANCELLED` once `signal` aborts (the database closed again); `STORAGE_FAILED` otherwise.
    */
   static async open(path: string, given: LevelManifestLogOptions = {}): Promise<LevelManifestLog> {
+    // One that is no string failed STORAGE_FAILED around Node's TypeError, a caller's mistake taken for the disk's;
+    // refused as FsBlobStore.open refuses its root.
+    if (!isPathName(path))
+      throw new ManifestError(
+        'INVALID_ARGUMENT',
+        `LevelManifestLog.open: path must be a non-empty path without NUL characters, not ${shownValue(path, 80)}`,
+      );
     const options = readOptionFields(
       given,
       LEVEL_LOG_FIELDS,
