@@ -723,6 +723,35 @@ describe("the README's CLI section, against the code's lists", () => {
   });
 });
 
+describe("the README's IO_FAILED row", () => {
+  // Its example, `ENOENT (no such file or directory), open "summary.json"`, was given for the summary publish reads,
+  // which publish names in words of its own (`cannot read summary file "…": ENOENT …`): the row quoted a message no
+  // command prints for it. Each example is now what the command named beside it prints, the path aside.
+  const row = readme.split('\n').find((l) => l.startsWith('| `IO_FAILED` |')) ?? '';
+  const dir = () => tempDir();
+
+  it("quotes publish's refusal of a summary file it cannot read as publish words it", async () => {
+    const file = join(dir(), 'summary.json');
+    const c = captureIo();
+    const args = ['publish', '--principal', 'a', '--session', 's', '--run', 'r', '--root', join(dir(), 'store')];
+    expect(await main([...args, '--host', 'h', file], c.io)).toBe(2);
+    const said = /`(cannot read summary file "summary\.json": [^`]*)`/.exec(row)?.[1];
+    expect(said).toBeDefined();
+    expect(c.stderr()).toBe(`handoff-ledger: IO_FAILED: ${said!.replace('"summary.json"', `"${file}"`)}\n`);
+  });
+
+  it('quotes the errno wording of a file keys export --out cannot write as keys export prints it', async () => {
+    const at = ['--root', join(dir(), 'store'), '--host', 'h'];
+    expect(await main(['init', ...at], captureIo().io)).toBe(0);
+    const out = join(dir(), 'audit', 'trust.json');
+    const c = captureIo();
+    expect(await main(['keys', 'export', '--out', out, ...at], c.io)).toBe(2);
+    const said = /e\.g\. `ENOENT`, what the system says of it and the call's path quoted: `([^`]*)`/.exec(row)?.[1];
+    expect(said).toBeDefined();
+    expect(c.stderr()).toBe(`handoff-ledger: IO_FAILED: ${said!.replace('"audit/trust.json"', `"${out}"`)}\n`);
+  });
+});
+
 describe("the README's telemetry tables", () => {
   // Each operation LedgerTelemetry.run wraps is a span and a duration histogram; the table names them all.
   it('name as spans every Operation src/telemetry/telemetry.ts has, and no other', () => {
