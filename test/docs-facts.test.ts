@@ -6,7 +6,7 @@
  * environment variables, exit codes, spans, error classes), the list is read from the code and compared whole.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import ts from 'typescript';
@@ -749,6 +749,22 @@ describe("the README's IO_FAILED row", () => {
     const said = /e\.g\. `ENOENT`, what the system says of it and the call's path quoted: `([^`]*)`/.exec(row)?.[1];
     expect(said).toBeDefined();
     expect(c.stderr()).toBe(`handoff-ledger: IO_FAILED: ${said!.replace('"audit/trust.json"', `"${out}"`)}\n`);
+  });
+
+  // The section on escaping gave `EISDIR (illegal operation on a directory), read "notes"` for "any other IO_FAILED":
+  // a read of a directory carries no path (Node's EISDIR of a read names none), and publish's FILE, the one read that
+  // printed so once, words its refusal itself now. A write into a directory does print so.
+  it("the escaping section's example of any other IO_FAILED is what keys export --out prints for a directory", async () => {
+    const at = ['--root', join(dir(), 'store'), '--host', 'h'];
+    expect(await main(['init', ...at], captureIo().io)).toBe(0);
+    const out = join(dir(), 'notes');
+    mkdirSync(out);
+    const c = captureIo();
+    expect(await main(['keys', 'export', '--out', out, ...at], c.io)).toBe(2);
+    const section = readme.split('Everything the CLI prints for people is escaped')[1]!.replace(/\s+/g, ' ');
+    const said = /any other `IO_FAILED` as `([^`]*)`/.exec(section)?.[1];
+    expect(said).toBeDefined();
+    expect(c.stderr()).toBe(`handoff-ledger: IO_FAILED: ${said!.replace('"notes"', `"${out}"`)}\n`);
   });
 });
 
