@@ -1,8 +1,14 @@
-/** The ai SDK adapter with the real `ai` SDK and its OpenAI provider (Chat Completions) against the fake provider. */
+/**
+ * The ai SDK adapter with the real `ai` SDK and its OpenAI (Chat Completions, Responses), Anthropic (Messages) and Google
+ * (generateContent) providers against the fake provider.
+ */
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { createGoogleGenerativeAI } from '@ai-sdk/google';
 import { createOpenAI } from '@ai-sdk/openai';
 import { describe, expect, it } from 'vitest';
 import { aiSdkAdapter } from '../../src/adapters/ai-sdk.js';
-import { summarySchemaFor } from '../../src/summary/schema-forms.js';
+import { summarySchemaFor, type SummarySchemaForm } from '../../src/summary/schema-forms.js';
+import type { JsonSchemaObject } from '../../src/summary/summary.js';
 import { providerCases, strictSummary, summary } from './provider-cases.js';
 import { chat, completion, functionCall, response } from './openai-replies.js';
 import { startFakeProvider, type Reply } from '../support/fake-provider.js';
@@ -613,3 +619,120 @@ describe('aiSdkAdapter: a tool the provider ran itself, what it gave back, what 
     }
   });
 });
+
+/** A Messages API answer, as the Anthropic API sends it. */
+function messageReply(content: unknown[], stopReason: string): Reply {
+  return {
+    body: {
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-test',
+      content,
+      stop_reason: stopReason,
+      stop_sequence: null,
+      usage: { input_tokens: 10, output_tokens: 20 },
+    },
+  };
+}
+
+/** A generateContent answer, as the Gemini API sends it: one candidate of `parts`, its other fields `fields`. */
+function generatedReply(parts: unknown[], finishReason = 'STOP', fields: Record<string, unknown> = {}): Reply {
+  return {
+    body: {
+      candidates: [{ content: { role: 'model', parts }, finishReason, index: 0, ...fields }],
+      usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 20, totalTokenCount: 30 },
+      modelVersion: 'gemini-test',
+    },
+  };
+}
+
+/**
+ * The form's schema, once the schema a provider sent in its own conversion of it is checked to hold what the form holds:
+ * the summary's fields, the required ones.
+ */
+function arrivesAs(sent: unknown, form: SummarySchemaForm): JsonSchemaObject {
+  type Shape = { type?: unknown; properties: Record<string, unknown>; required?: unknown };
+  const expected = summarySchemaFor(form);
+  const [got, want] = [sent as Shape, expected as Shape];
+  expect([got.type, Object.keys(got.properties), got.required]).toEqual([
+    want.type,
+    Object.keys(want.properties),
+    want.required,
+  ]);
+  return expected;
+}
+
+const anthropicModel = (url: string) => createAnthropic({ apiKey: 'test-key', baseURL: `${url}/v1` })('claude-test');
+const googleModel = (url: string) =>
+  createGoogleGenerativeAI({ apiKey: 'test-key', baseURL: `${url}/v1beta` })('gemini-test');
+
+for (const mode of ['tool', 'structured'] as const) {
+  providerCases(`aiSdkAdapter (Anthropic model, anthropic form, ${mode})`, {
+    adapter: (url) => aiSdkAdapter({ model: anthropicModel(url), schemaForm: 'anthropic', maxRetries: 0 }),
+    mode,
+    answer: summary,
+    // Tool mode: the forced submit_handoff tool; structured mode: the Messages API's structured output
+    // (`output_config.format`), answered as text.
+    good: (a) =>
+      mode === 'tool'
+        ? messageReply([{ type: 'tool_use', id: 'toolu_1', name: 'submit_handoff', input: a }], 'tool_use')
+        : messageReply([{ type: 'text', text: JSON.stringify(a) }], 'end_turn'),
+    truncated: (a) =>
+      mode === 'tool'
+        ? messageReply([{ type: 'tool_use', id: 'toolu_1', name: 'submit_handoff', input: a }], 'max_tokens')
+        : messageReply([{ type: 'text', text: JSON.stringify(a).slice(0, 40) }], 'max_tokens'),
+    // The SDK's Anthropic provider reads the stop reason `refusal` as `content-filter` (README).
+    refusalCode: 'SUMMARY_INCOMPLETE',
+    refusal: () => messageReply([], 'refusal'),
+    empty: () => messageReply([], 'end_turn'),
+    httpError: () => ({
+      status: 404,
+      body: { type: 'error', error: { type: 'not_found_error', message: 'no such model' } },
+    }),
+    sentSchema: (r) => {
+      expect(r.path).toBe('/v1/messages');
+      // Structured mode: the provider moves what the API's structured output does not take (lengths, counts,
+      // patterns) into the descriptions (its conversion, not the adapter's).
+      return mode === 'tool'
+        ? (r.body.tools as Array<{ input_schema: unknown }>)[0]!.input_schema
+        : arrivesAs((r.body.output_config as { format: { schema: unknown } }).format.schema, 'anthropic');
+    },
+    sentTools: (r) => ((r.body.tools as Array<{ name: string }> | undefined) ?? []).map((t) => t.name),
+    expectedSchema: summarySchemaFor('anthropic'),
+  });
+
+  providerCases(`aiSdkAdapter (Google model, gemini form, ${mode})`, {
+    adapter: (url) => aiSdkAdapter({ model: googleModel(url), schemaForm: 'gemini', maxRetries: 0 }),
+    mode,
+    answer: summary,
+    good: (a) =>
+      mode === 'tool'
+        ? generatedReply([{ functionCall: { name: 'submit_handoff', args: a } }])
+        : generatedReply([{ text: JSON.stringify(a) }]),
+    truncated: (a) => generatedReply([{ text: JSON.stringify(a).slice(0, 40) }], 'MAX_TOKENS'),
+    filtered: (a) => generatedReply([{ text: JSON.stringify(a) }], 'SAFETY'),
+    // The SDK's Google provider reads a blocked prompt as `content-filter` (README).
+    refusalCode: 'SUMMARY_INCOMPLETE',
+    refusal: () => ({ body: { promptFeedback: { blockReason: 'PROHIBITED_CONTENT' }, modelVersion: 'gemini-test' } }),
+    empty: () => generatedReply([]),
+    httpError: () => ({ status: 404, body: { error: { code: 404, message: 'no such model', status: 'NOT_FOUND' } } }),
+    sentSchema: (r) => {
+      expect(r.path).toBe('/v1beta/models/gemini-test:generateContent');
+      // The provider converts the JSON Schema to the API's OpenAPI Schema (its conversion: additionalProperties is
+      // dropped), in both modes.
+      return arrivesAs(
+        mode === 'tool'
+          ? (r.body.tools as Array<{ functionDeclarations: Array<{ parameters: unknown }> }>)[0]!
+              .functionDeclarations[0]!.parameters
+          : (r.body.generationConfig as { responseSchema: unknown }).responseSchema,
+        'gemini',
+      );
+    },
+    sentTools: (r) =>
+      ((r.body.tools as Array<{ functionDeclarations: Array<{ name: string }> }> | undefined) ?? []).flatMap((t) =>
+        t.functionDeclarations.map((d) => d.name),
+      ),
+    expectedSchema: summarySchemaFor('gemini'),
+  });
+}
