@@ -17,8 +17,12 @@ import { SUBMIT_HANDOFF } from '../compaction/tool.js';
 import { isRecord, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 import {
   adapterOptions,
+  ANTHROPIC_LEFT_OUT,
+  anthropicServerBlock,
   compactionOnly,
   finishReasonOf,
+  geminiGroundedIn,
+  geminiOtherParts,
   readJson,
   saysNothing,
   schemaFor,
@@ -114,12 +118,11 @@ const READ_ITEMS: ReadonlySet<string> = new Set(['message', 'function_call', 'cu
  * The type of each other item of the raw body of an OpenAI Responses API answer, as openaiAdapter names them
  * (`SUMMARY_INVALID`): a tool the API ran itself or leaves to the caller, what it gave back, and the items the ai SDK's
  * OpenAI provider drops without a content part (`mcp_list_tools`: the tools an MCP server lists, which the model may have
- * called on); none for a body of another shape. The provider refuses an item type its schema does not know (an
- * `AI_APICallError`, MODEL_FAILED) before this is read.
+ * called on). The provider refuses an item type its schema does not know (an `AI_APICallError`, MODEL_FAILED) before
+ * this is read.
  */
-function responsesOtherItems(body: unknown): string[] {
-  if (!isRecord(body) || typeof body.status !== 'string' || !Array.isArray(body.output)) return [];
-  return (body.output as unknown[]).flatMap((item) => {
+function responsesOtherItems(output: readonly unknown[]): string[] {
+  return output.flatMap((item) => {
     const type = isRecord(item) ? item.type : undefined;
     if (typeof type !== 'string') return ['an output item without a type'];
     return READ_ITEMS.has(type) ? [] : [type];
@@ -127,15 +130,64 @@ function responsesOtherItems(body: unknown): string[] {
 }
 
 /**
- * The model, its answers' raw bodies read on the way (`seen.unfinished`: what `responsesUnfinished` finds in the last).
- * The ai SDK's OpenAI provider derives a Responses model's finish reason from `incomplete_details.reason` alone, so a
- * response `cancelled`, `queued` or `in_progress` (or holding an item not completed) came back `stop` or `tool-calls`,
- * and what it held was read as a finished summary. The body is read in the model's own call, through the SDK's
- * `wrapLanguageModel`, for it is the one place every path sees it: a missing forced call throws before any step is
- * reported. Only a model object of the SDK's current specification (`v3`: `@ai-sdk/openai` 3, for `ai` 6) is wrapped;
- * a model id string (resolved by the SDK's global provider) or an older `v2` model goes as it is, its body unread.
+ * Each block of the raw body of an Anthropic Messages API answer but text, thinking and `tool_use`, named as
+ * anthropicAdapter names it (`anthropicServerBlock`: a server tool's call by its tool, anything else by its type). The
+ * ai SDK's Anthropic provider makes most of them provider-executed calls, results and sources, but drops a
+ * `server_tool_use` of a tool it does not know (the API's newer server tools) and turns a `compaction` block (what the
+ * API kept of an earlier context) into text of the answer: a summary beside them was read as the transcript's.
  */
-function withResponsesStatus(
+function messagesOtherBlocks(content: readonly unknown[]): string[] {
+  return content.flatMap((b) => {
+    if (!isRecord(b)) return ['a block without a type'];
+    return b.type === 'tool_use' || ANTHROPIC_LEFT_OUT.has(b.type as string) ? [] : [anthropicServerBlock(b).name];
+  });
+}
+
+/**
+ * What the first candidate of the raw body of a Gemini generateContent answer holds besides its text and function
+ * calls, named by the field as geminiAdapter names it: each other field of a part (`geminiOtherParts`) and a grounding
+ * that holds anything (`geminiGroundedIn`). The ai SDK's Google provider makes code execution and server tools
+ * provider-executed calls, inline data a file and a search's grounding chunks sources, but drops a part of any other
+ * field (`functionResponse`, `fileData`, `audioTranscription`, one it does not know), a grounding without chunks (the
+ * search's queries only) and `urlContextMetadata` (pages the URL context tool fetched): a summary beside them was read
+ * as the transcript's.
+ */
+function generatedOthers(candidates: readonly unknown[]): string[] {
+  const candidate = candidates[0];
+  if (!isRecord(candidate)) return [];
+  const parts = isRecord(candidate.content) && Array.isArray(candidate.content.parts) ? candidate.content.parts : [];
+  return [
+    ...(parts as unknown[]).flatMap((p) => (isRecord(p) ? geminiOtherParts(p) : ['a part that is no object'])),
+    ...geminiGroundedIn(candidate),
+  ];
+}
+
+/**
+ * What the raw body of the model's answer holds that the adapter does not read, by the API it is of (none for a body of
+ * another shape, or none): an OpenAI Responses answer's (`responsesOtherItems`), an Anthropic Messages answer's
+ * (`messagesOtherBlocks`), a Gemini generateContent answer's (`generatedOthers`), named as the native adapter of that
+ * API names them, for what the ai SDK's provider drops or folds into the answer is refused all the same.
+ */
+function bodyOthers(body: unknown): string[] {
+  if (!isRecord(body)) return [];
+  if (typeof body.status === 'string' && Array.isArray(body.output)) return responsesOtherItems(body.output);
+  if (body.type === 'message' && Array.isArray(body.content)) return messagesOtherBlocks(body.content);
+  if (Array.isArray(body.candidates)) return generatedOthers(body.candidates);
+  return [];
+}
+
+/**
+ * The model, its answers' raw bodies read on the way (`seen.unfinished`: what `responsesUnfinished` finds in the last;
+ * `seen.others`: what `bodyOthers` finds in it). The ai SDK's OpenAI provider derives a Responses model's finish reason
+ * from `incomplete_details.reason` alone, so a response `cancelled`, `queued` or `in_progress` (or holding an item not
+ * completed) came back `stop` or `tool-calls`, and what it held was read as a finished summary; and each provider drops
+ * some of what an answer holds beside the summary without a part (`bodyOthers`). The body is read in the model's own
+ * call, through the SDK's `wrapLanguageModel`, for it is the one place every path sees it: a missing forced call throws
+ * before any step is reported. Only a model object of the SDK's current specification (`v3`: `@ai-sdk/openai`,
+ * `@ai-sdk/anthropic`, `@ai-sdk/google` 3, for `ai` 6) is wrapped; a model id string (resolved by the SDK's global
+ * provider) or an older `v2` model goes as it is, its body unread.
+ */
+function withBodyRead(
   wrap: (typeof import('ai'))['wrapLanguageModel'],
   model: LanguageModel,
   seen: Seen,
@@ -146,14 +198,14 @@ function withResponsesStatus(
     wrapGenerate: async ({ doGenerate }) => {
       const result = await doGenerate();
       seen.unfinished = responsesUnfinished(result.response?.body);
-      seen.others = responsesOtherItems(result.response?.body);
+      seen.others = bodyOthers(result.response?.body);
       return result;
     },
   };
   return wrap({ model, middleware });
 }
 
-/** What the raw body of the model's last answer says (`withResponsesStatus`): not finished, or items not read. */
+/** What the raw body of the model's last answer says (`withBodyRead`): not finished, or what it holds unread. */
 interface Seen {
   unfinished?: string;
   others?: string[];
@@ -215,7 +267,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
     const seen: Seen = {};
     try {
       result = await generateText({
-        model: withResponsesStatus(ai.wrapLanguageModel, options.model, seen),
+        model: withBodyRead(ai.wrapLanguageModel, options.model, seen),
         messages: messages(request),
         ...(system === undefined ? {} : { system }),
         ...(Object.keys(tools).length > 0 ? { tools } : {}),
@@ -322,8 +374,8 @@ function answerText(content: readonly TextPart[]): string {
 const READ_PARTS: ReadonlySet<string> = new Set(['text', 'reasoning', 'tool-call']);
 
 /**
- * Every other content part of the model's reply, and each item of a Responses body that the adapter does not read
- * (`responsesOtherItems`), as calls named to extractSummary (`SUMMARY_INVALID`, as a call of another tool is): what a
+ * Every other content part of the model's reply, and each item, block or part of its raw body that the adapter does not
+ * read (`bodyOthers`), as calls named to extractSummary (`SUMMARY_INVALID`, as a call of another tool is): what a
  * tool gave back (`tool-result`, `tool-error`) or an approval it waits for (`tool-approval-request`) without its call
  * among the calls (with it, it goes with that call, which is named by its tool: a tool the provider ran itself is a
  * `tool-call` with `providerExecuted`, `web_search`, `mcp.fetch_page`), a `source` the answer cites (a web page or a document found by a search: OpenAI's

@@ -14,17 +14,13 @@ import type {
   Tool,
   ToolResultBlockParam,
 } from '@anthropic-ai/sdk/resources/messages/messages';
-import type {
-  ModelAdapter,
-  ModelFinishReason,
-  ModelRequest,
-  ModelResponse,
-  ModelToolCall,
-} from '../compaction/model.js';
+import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { SUBMIT_HANDOFF, submitHandoffTool } from '../compaction/tool.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import {
   adapterOptions,
+  ANTHROPIC_LEFT_OUT,
+  anthropicServerBlock,
   askedAs,
   compactionOnly,
   finishReasonOf,
@@ -184,26 +180,6 @@ function refusalDetails(m: Message): string | undefined {
   return said.length > 0 ? said.join(': ') : undefined;
 }
 
-/** Blocks of an answer that are no call: `text`, the answer's words (read above), and the model's thinking (left out). */
-const LEFT_OUT: ReadonlySet<string> = new Set(['text', 'thinking', 'redacted_thinking']);
-
-/**
- * Any other block than text, thinking and `tool_use`, as a call named to extractSummary (`SUMMARY_INVALID`, as a
- * client tool call of another tool than submit_handoff is): a tool the API ran itself during the summary turn
- * (`server_tool_use`, `mcp_tool_use`: named by the tool, `web_search`), what it gave back (`web_search_tool_result`,
- * `code_execution_tool_result`, `container_upload`, …: named by the block's type), or a block this adapter does not
- * know. The summary turn offers no such tool; an answer written beside them (after a web search, a fetched page, code
- * run in a container) is not a summary of the transcript alone, and is not taken for one. Read structurally: the block
- * may be none of the SDK's union.
- */
-function serverBlock(b: object): ModelToolCall {
-  const { type, id, tool_use_id, name, input } = b as Record<string, unknown>;
-  const typeName = typeof type === 'string' ? type : 'a block without a type';
-  const named = typeName.endsWith('tool_use') && typeof name === 'string' ? name : typeName;
-  const ref = typeof id === 'string' ? id : typeof tool_use_id === 'string' ? tool_use_id : '';
-  return toolCall(ref, named, input, false, 'value');
-}
-
 function fromMessage(m: Message): ModelResponse {
   const text = m.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('');
   const finishReason = finishReasonOf(STOP, m.stop_reason);
@@ -215,7 +191,7 @@ function fromMessage(m: Message): ModelResponse {
   }
   const calls = m.content.flatMap((b) => {
     if (b.type === 'tool_use') return [toolCall(b.id, b.name, b.input, false, 'value')];
-    return LEFT_OUT.has(b.type) ? [] : [serverBlock(b)];
+    return ANTHROPIC_LEFT_OUT.has(b.type) ? [] : [anthropicServerBlock(b)];
   });
   const out = withProviderReason({ finishReason, text }, m.stop_reason);
   if (calls.length > 0) out.toolCalls = calls;

@@ -7,7 +7,7 @@
  * JSON, not a call of `submit_handoff` (`askedAs`).
  */
 import type { GoogleGenAI } from '@google/genai';
-import type { Candidate, Content, GenerateContentParameters, GenerateContentResponse, Part } from '@google/genai';
+import type { Content, GenerateContentParameters, GenerateContentResponse } from '@google/genai';
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import { indented, quoted } from '../compaction/framing.js';
@@ -16,6 +16,8 @@ import {
   askedAs,
   compactionOnly,
   finishReasonOf,
+  geminiGroundedIn,
+  geminiOtherParts,
   readJson,
   requireClientMethod,
   splitSystem,
@@ -101,58 +103,6 @@ const FINISH: Record<string, ModelFinishReason> = {
   IMAGE_RECITATION: 'content_filter',
 };
 
-/**
- * The fields of a `Part` that are read (`text`, unless `thought`; `functionCall`) or left out: the model's thinking
- * (`thought`, `thoughtSignature`) and what only says how a part's content is to be taken (`videoMetadata`,
- * `mediaResolution`, `mediaProcessing`, `speechMetadata`, `partMetadata`), none of them content of its own.
- */
-const PART_READ: ReadonlySet<string> = new Set([
-  'text',
-  'functionCall',
-  'thought',
-  'thoughtSignature',
-  'videoMetadata',
-  'mediaResolution',
-  'mediaProcessing',
-  'speechMetadata',
-  'partMetadata',
-]);
-
-/**
- * Any other field a part holds, as a call named to extractSummary by the field (`SUMMARY_INVALID`, as a call of
- * another tool than submit_handoff is): code the model ran or meant to run (`executableCode`, `codeExecutionResult`),
- * a server-side tool's call or its result (`toolCall`, `toolResponse`), a function's result (`functionResponse`),
- * media the model made (`inlineData`, `fileData`, `audioTranscription`), or a field this adapter does not know (the SDK
- * hands a part's fields over as the API sent them). The summary turn offers no tool and asks for JSON text only; an
- * answer written beside them is not a summary of the transcript alone, and is not taken for one. A thought part is
- * left out only for its text: the work of a tool in it is refused all the same.
- */
-function otherParts(p: Part): string[] {
-  return Object.entries(p).flatMap(([field, value]) => (value == null || PART_READ.has(field) ? [] : [field]));
-}
-
-/** Whether a value holds anything: anything but null, an empty string, and a list or object of nothing else. */
-function holds(v: unknown): boolean {
-  if (v == null || v === '') return false;
-  if (Array.isArray(v)) return v.some(holds);
-  if (typeof v === 'object') return Object.values(v).some(holds);
-  return true;
-}
-
-/**
- * The candidate's grounding, named to extractSummary by its field (`SUMMARY_INVALID`) when it holds anything: an
- * answer grounded in a Google Search, Maps or retrieval (`groundingMetadata`: its queries, the pages and chunks it
- * rests on) or in pages fetched by the URL context tool (`urlContextMetadata`). The request offers neither; an answer
- * written from them is not a summary of the transcript alone. An empty one (`{}`, an empty list) is none.
- * `citationMetadata` is not read: it is the API's recitation check, marking a passage of the answer that matches a
- * source the model was trained on (a licence header, code from a public repository, often quoted in the transcript
- * itself), not anything looked up or run during the turn; an answer that recites too much is stopped by the API
- * (`RECITATION`, already `SUMMARY_INCOMPLETE`), and refusing one that cites would refuse faithful summaries of code.
- */
-function groundedIn(c: Candidate): string[] {
-  return (['groundingMetadata', 'urlContextMetadata'] as const).filter((field) => holds(c[field]));
-}
-
 function fromResponse(r: GenerateContentResponse): ModelResponse {
   const block = r.promptFeedback?.blockReason;
   if (block) {
@@ -177,14 +127,14 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
   // in a search or fetched pages (groundedIn).
   const calls = (candidate.content?.parts ?? []).flatMap((p) => {
     const call = p.functionCall;
-    const named = otherParts(p).map((field) => toolCall('', field, undefined, false, 'value'));
+    const named = geminiOtherParts(p).map((field) => toolCall('', field, undefined, false, 'value'));
     if (!call) return named;
     return [
       toolCall(call.id ?? '', typeof call.name === 'string' ? call.name : 'a function', call.args, false, 'value'),
       ...named,
     ];
   });
-  calls.push(...groundedIn(candidate).map((field) => toolCall('', field, undefined, false, 'value')));
+  calls.push(...geminiGroundedIn(candidate).map((field) => toolCall('', field, undefined, false, 'value')));
   if (calls.length > 0) out.toolCalls = calls;
   const value = readJson(text, false);
   if (value !== undefined) out.output = value;

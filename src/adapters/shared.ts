@@ -242,3 +242,79 @@ export function toolCall(
   }
   return { id, name, input: strict && isSummaryTool(name) ? normalizeStrictSummary(value) : value };
 }
+
+/**
+ * The blocks of a Messages API answer that are no call: `text`, the answer's words, and the model's thinking (left
+ * out). anthropicAdapter reads an answer's blocks so, and aiSdkAdapter the raw body of the ai SDK's Anthropic provider.
+ */
+export const ANTHROPIC_LEFT_OUT: ReadonlySet<string> = new Set(['text', 'thinking', 'redacted_thinking']);
+
+/**
+ * Any other block of a Messages API answer than text, thinking and `tool_use`, as a call named to extractSummary
+ * (`SUMMARY_INVALID`, as a client tool call of another tool than submit_handoff is): a tool the API ran itself during
+ * the summary turn (`server_tool_use`, `mcp_tool_use`: named by the tool, `web_search`), what it gave back
+ * (`web_search_tool_result`, `code_execution_tool_result`, `container_upload`, …: named by the block's type), or a
+ * block the adapter does not know. The summary turn offers no such tool; an answer written beside them (after a web
+ * search, a fetched page, code run in a container) is not a summary of the transcript alone, and is not taken for one.
+ * Read structurally: the block may be none of the SDK's union.
+ */
+export function anthropicServerBlock(b: object): ModelToolCall {
+  const { type, id, tool_use_id, name, input } = b as Record<string, unknown>;
+  const typeName = typeof type === 'string' ? type : 'a block without a type';
+  const named = typeName.endsWith('tool_use') && typeof name === 'string' ? name : typeName;
+  const ref = typeof id === 'string' ? id : typeof tool_use_id === 'string' ? tool_use_id : '';
+  return toolCall(ref, named, input, false, 'value');
+}
+
+/**
+ * The fields of a Gemini `Part` that are read (`text`, unless `thought`; `functionCall`) or left out: the model's
+ * thinking (`thought`, `thoughtSignature`) and what only says how a part's content is to be taken (`videoMetadata`,
+ * `mediaResolution`, `mediaProcessing`, `speechMetadata`, `partMetadata`), none of them content of its own.
+ */
+const GEMINI_PART_READ: ReadonlySet<string> = new Set([
+  'text',
+  'functionCall',
+  'thought',
+  'thoughtSignature',
+  'videoMetadata',
+  'mediaResolution',
+  'mediaProcessing',
+  'speechMetadata',
+  'partMetadata',
+]);
+
+/**
+ * Any other field a Gemini part holds, to be named to extractSummary by the field (`SUMMARY_INVALID`, as a call of
+ * another tool than submit_handoff is): code the model ran or meant to run (`executableCode`, `codeExecutionResult`),
+ * a server-side tool's call or its result (`toolCall`, `toolResponse`), a function's result (`functionResponse`),
+ * media the model made (`inlineData`, `fileData`, `audioTranscription`), or a field the adapter does not know (the SDK
+ * hands a part's fields over as the API sent them). The summary turn offers no tool and asks for JSON text only; an
+ * answer written beside them is not a summary of the transcript alone, and is not taken for one. A thought part is
+ * left out only for its text: the work of a tool in it is refused all the same.
+ */
+export function geminiOtherParts(p: object): string[] {
+  return Object.entries(p).flatMap(([field, value]) => (value == null || GEMINI_PART_READ.has(field) ? [] : [field]));
+}
+
+/** Whether a value holds anything: anything but null, an empty string, and a list or object of nothing else. */
+function holds(v: unknown): boolean {
+  if (v == null || v === '') return false;
+  if (Array.isArray(v)) return v.some(holds);
+  if (typeof v === 'object') return Object.values(v).some(holds);
+  return true;
+}
+
+/**
+ * A Gemini candidate's grounding, to be named to extractSummary by its field (`SUMMARY_INVALID`) when it holds
+ * anything: an answer grounded in a Google Search, Maps or retrieval (`groundingMetadata`: its queries, the pages and
+ * chunks it rests on) or in pages fetched by the URL context tool (`urlContextMetadata`). The request offers neither;
+ * an answer written from them is not a summary of the transcript alone. An empty one (`{}`, an empty list) is none.
+ * `citationMetadata` is not read: it is the API's recitation check, marking a passage of the answer that matches a
+ * source the model was trained on (a licence header, code from a public repository, often quoted in the transcript
+ * itself), not anything looked up or run during the turn; an answer that recites too much is stopped by the API
+ * (`RECITATION`, already `SUMMARY_INCOMPLETE`), and refusing one that cites would refuse faithful summaries of code.
+ */
+export function geminiGroundedIn(c: object): string[] {
+  const fields = c as Record<string, unknown>;
+  return ['groundingMetadata', 'urlContextMetadata'].filter((field) => holds(fields[field]));
+}

@@ -16,7 +16,7 @@ import { compactionRequest, extractSummary } from '../../src/compaction/tool.js'
 import { validateSummary } from '../../src/summary/summary.js';
 import { countingLedger } from '../support/counting-ledger.js';
 import { compact } from '../../src/compaction/compact.js';
-import type { ContentPart, ToolSet } from 'ai';
+import type { ContentPart, LanguageModel, ToolSet } from 'ai';
 import { unionTags } from './sdk-declarations.js';
 
 const model = (url: string) => createOpenAI({ apiKey: 'test-key', baseURL: `${url}/v1` }).chat('gpt-test');
@@ -736,3 +736,277 @@ for (const mode of ['tool', 'structured'] as const) {
     expectedSchema: summarySchemaFor('gemini'),
   });
 }
+
+describe('aiSdkAdapter with the Anthropic and Google providers: the work of a tool beside the summary', () => {
+  type Mode = 'tool' | 'structured';
+  const json = JSON.stringify(summary);
+
+  /**
+   * What the adapter names for `reply` (one call of it), and what compact makes of the same reply: the first shows the
+   * answer is refused for the right thing, the second that it is refused, and nothing published.
+   */
+  async function judged(model: (url: string) => LanguageModel, form: SummarySchemaForm, mode: Mode, reply: Reply) {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(reply, reply);
+      const adapter = aiSdkAdapter({ model: model(provider.url), schemaForm: form, maxRetries: 0 });
+      const named = await adapter(compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode })).then(
+        (r) => (r.toolCalls ?? []).map((c) => c.name),
+        (e: unknown) => e,
+      );
+      const ledger = countingLedger();
+      const outcome = await compact({
+        ledger,
+        scope: { principal: 'alice', session: 's1', run: 'r1' },
+        model: adapter,
+        transcript: [{ role: 'user', content: 'hi' }],
+        mode,
+      }).catch((e: unknown) => e as Error);
+      return { named, outcome, published: ledger.published };
+    } finally {
+      await provider.close();
+    }
+  }
+
+  /**
+   * Blocks of a Messages API answer beside the summary, as the API sends them, and the name anthropicAdapter refuses
+   * each with (SUMMARY_INVALID), or `null` where the SDK refuses the answer itself (MODEL_FAILED: its Anthropic
+   * provider's schema does not know `container_upload`; the SDK finds no call for a server tool's result). The provider
+   * makes the others provider-executed calls (`web_search`), results and sources, but drops a server tool it does not
+   * know and turns a `compaction` block into text of the answer: the adapter reads those from the raw body.
+   */
+  const BLOCKS: Record<string, [unknown[], string | null]> = {
+    web_search: [
+      [
+        { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'handoff' } },
+        {
+          type: 'web_search_tool_result',
+          tool_use_id: 'srvtoolu_1',
+          content: [
+            { type: 'web_search_result', url: 'https://example.invalid/a', title: 'a', encrypted_content: 'x' },
+          ],
+        },
+      ],
+      'web_search',
+    ],
+    'web_search_tool_result without its call': [
+      [
+        {
+          type: 'web_search_tool_result',
+          tool_use_id: 'srvtoolu_1',
+          content: [
+            { type: 'web_search_result', url: 'https://example.invalid/a', title: 'a', encrypted_content: 'x' },
+          ],
+        },
+      ],
+      null,
+    ],
+    web_fetch: [
+      [
+        { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_fetch', input: { url: 'https://example.invalid/a' } },
+        {
+          type: 'web_fetch_tool_result',
+          tool_use_id: 'srvtoolu_1',
+          content: {
+            type: 'web_fetch_result',
+            url: 'https://example.invalid/a',
+            retrieved_at: '2026-12-07T00:00:00Z',
+            content: {
+              type: 'document',
+              title: 'a',
+              source: { type: 'text', media_type: 'text/plain', data: 'a page' },
+            },
+          },
+        },
+      ],
+      'web_fetch',
+    ],
+    code_execution: [
+      [
+        { type: 'server_tool_use', id: 'srvtoolu_1', name: 'code_execution', input: { code: 'print(1)' } },
+        {
+          type: 'code_execution_tool_result',
+          tool_use_id: 'srvtoolu_1',
+          content: { type: 'code_execution_result', stdout: '1', stderr: '', return_code: 0, content: [] },
+        },
+      ],
+      'code_execution',
+    ],
+    bash_code_execution: [
+      [
+        { type: 'server_tool_use', id: 'srvtoolu_1', name: 'bash_code_execution', input: { command: 'cat notes.md' } },
+        {
+          type: 'bash_code_execution_tool_result',
+          tool_use_id: 'srvtoolu_1',
+          content: { type: 'bash_code_execution_result', stdout: 'notes', stderr: '', return_code: 0, content: [] },
+        },
+      ],
+      'bash_code_execution',
+    ],
+    mcp_tool_use: [
+      [
+        { type: 'mcp_tool_use', id: 'mcptoolu_1', name: 'fetch_page', server_name: 'web', input: {} },
+        { type: 'mcp_tool_result', tool_use_id: 'mcptoolu_1', is_error: false, content: [{ type: 'text', text: 'a' }] },
+      ],
+      'fetch_page',
+    ],
+    'a server tool the provider does not know': [
+      [{ type: 'server_tool_use', id: 'srvtoolu_1', name: 'a_server_tool_of_tomorrow', input: {} }],
+      'a_server_tool_of_tomorrow',
+    ],
+    container_upload: [[{ type: 'container_upload', file_id: 'file_1' }], null],
+    compaction: [[{ type: 'compaction', content: 'What the API kept of an earlier context.' }], 'compaction'],
+  };
+  const summaryBlock = (mode: Mode) =>
+    mode === 'tool'
+      ? { type: 'tool_use', id: 'toolu_1', name: 'submit_handoff', input: summary }
+      : { type: 'text', text: json };
+
+  it.each((['tool', 'structured'] as const).flatMap((mode) => Object.keys(BLOCKS).map((k) => [mode, k] as const)))(
+    'refuses a %s answer beside Anthropic %s, as anthropicAdapter does: nothing published',
+    async (mode, key) => {
+      const [blocks, native] = BLOCKS[key]!;
+      const reply = messageReply([...blocks, summaryBlock(mode)], mode === 'tool' ? 'tool_use' : 'end_turn');
+      const { named, outcome, published } = await judged(anthropicModel, 'anthropic', mode, reply);
+      if (native === null) {
+        expect(outcome).toMatchObject({ name: 'LedgerError', code: 'MODEL_FAILED' });
+      } else {
+        expect(named).toContain(native);
+        expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      }
+      expect(published).toBe(0);
+    },
+  );
+
+  it('refuses an Anthropic answer whose text cites a search result (a source part): SUMMARY_INVALID', async () => {
+    const citation = {
+      type: 'web_search_result_location',
+      url: 'https://example.invalid/a',
+      title: 'a',
+      encrypted_index: 'x',
+      cited_text: 'retries',
+    };
+    const reply = messageReply([{ type: 'text', text: json, citations: [citation] }], 'end_turn');
+    const { named, outcome, published } = await judged(anthropicModel, 'anthropic', 'structured', reply);
+    expect(named).toContain('source');
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+    expect(published).toBe(0);
+  });
+
+  it.each(['tool', 'structured'] as const)(
+    "reads the %s answer beside Anthropic's thinking blocks, which it leaves out",
+    async (mode) => {
+      const thinking = [
+        { type: 'thinking', thinking: 'The summary should say {', signature: 'sig' },
+        { type: 'redacted_thinking', data: 'opaque' },
+      ];
+      const reply = messageReply([...thinking, summaryBlock(mode)], mode === 'tool' ? 'tool_use' : 'end_turn');
+      const { named, published } = await judged(anthropicModel, 'anthropic', mode, reply);
+      expect(named).toEqual(mode === 'tool' ? ['submit_handoff'] : []);
+      expect(published).toBe(1);
+    },
+  );
+
+  /**
+   * Parts of a generateContent answer beside the summary, as the API sends them, each named by its field as
+   * geminiAdapter names it (SUMMARY_INVALID). The SDK's provider makes code execution and server tools
+   * provider-executed calls and inline data a file, and drops the rest (a function's result, file data, a transcription,
+   * a field it does not know): the adapter reads every part from the raw body. A code execution's or a server tool's
+   * result without its call (`RESULTS`) the SDK refuses itself: it finds no call for it (MODEL_FAILED).
+   */
+  const PARTS: Record<string, Record<string, unknown>> = {
+    executableCode: { executableCode: { language: 'PYTHON', code: 'print(open("notes.md").read())' } },
+    codeExecutionResult: { codeExecutionResult: { outcome: 'OUTCOME_OK', output: 'the notes' } },
+    toolCall: { toolCall: { id: 'tc_1', toolType: 'GOOGLE_SEARCH_WEB', args: { queries: ['handoff'] } } },
+    toolResponse: { toolResponse: { id: 'tc_1', toolType: 'GOOGLE_SEARCH_WEB', response: { results: [] } } },
+    functionResponse: { functionResponse: { id: 'fc_1', name: 'read_file', response: { output: 'x' } } },
+    inlineData: { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } },
+    fileData: { fileData: { mimeType: 'text/plain', fileUri: 'https://example.invalid/f.txt' } },
+    audioTranscription: { audioTranscription: { text: 'the summary, spoken' } },
+    aPartTheSdkDoesNotKnow: { aPartTheSdkDoesNotKnow: { made: 'by a tool' } },
+  };
+  /** The grounding a candidate may carry: a search's (which the provider makes sources of) and fetched pages'. */
+  const GROUNDINGS: Record<string, Record<string, unknown>> = {
+    groundingMetadata: {
+      groundingMetadata: {
+        webSearchQueries: ['handoff ledger'],
+        groundingChunks: [{ web: { uri: 'https://example.invalid/a', title: 'a' } }],
+        groundingSupports: [{ segment: { startIndex: 0, endIndex: 10 }, groundingChunkIndices: [0] }],
+      },
+    },
+    'groundingMetadata without chunks': { groundingMetadata: { webSearchQueries: ['handoff ledger'] } },
+    urlContextMetadata: {
+      urlContextMetadata: {
+        urlMetadata: [
+          { retrievedUrl: 'https://example.invalid/a', urlRetrievalStatus: 'URL_RETRIEVAL_STATUS_SUCCESS' },
+        ],
+      },
+    },
+  };
+  const RESULTS: ReadonlySet<string> = new Set(['codeExecutionResult', 'toolResponse']);
+  const summaryPart = (mode: Mode) =>
+    mode === 'tool' ? { functionCall: { name: 'submit_handoff', args: summary } } : { text: json };
+
+  it.each((['tool', 'structured'] as const).flatMap((mode) => Object.keys(PARTS).map((k) => [mode, k] as const)))(
+    'refuses a %s answer beside a Gemini %s part, as geminiAdapter does: nothing published',
+    async (mode, field) => {
+      const part = PARTS[field]!;
+      for (const parts of [
+        [part, summaryPart(mode)],
+        [summaryPart(mode), part],
+        // A thought part is left out for its text only: the work of a tool in it is refused all the same.
+        [{ ...part, thought: true }, summaryPart(mode)],
+      ]) {
+        const { named, outcome, published } = await judged(googleModel, 'gemini', mode, generatedReply(parts));
+        if (RESULTS.has(field)) {
+          expect(outcome, JSON.stringify(parts)).toMatchObject({ name: 'LedgerError', code: 'MODEL_FAILED' });
+        } else {
+          expect(named, JSON.stringify(parts)).toContain(field);
+          expect(outcome, JSON.stringify(parts)).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+        }
+        expect(published).toBe(0);
+      }
+    },
+  );
+
+  it.each((['tool', 'structured'] as const).flatMap((mode) => Object.keys(GROUNDINGS).map((k) => [mode, k] as const)))(
+    'refuses a %s answer grounded in what the request did not ask for (Gemini %s): SUMMARY_INVALID naming it',
+    async (mode, key) => {
+      const reply = generatedReply([summaryPart(mode)], 'STOP', GROUNDINGS[key]!);
+      const { named, outcome, published } = await judged(googleModel, 'gemini', mode, reply);
+      expect(named).toContain(key.split(' ')[0]);
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect(published).toBe(0);
+    },
+  );
+
+  it.each(['tool', 'structured'] as const)(
+    'reads the %s answer beside an empty grounding, a recitation citation, thought parts and their signatures',
+    async (mode) => {
+      for (const [parts, fields] of [
+        [[summaryPart(mode)], { groundingMetadata: {}, urlContextMetadata: { urlMetadata: [] } }],
+        [[summaryPart(mode)], { groundingMetadata: { webSearchQueries: [], groundingChunks: [] } }],
+        [
+          [summaryPart(mode)],
+          {
+            citationMetadata: {
+              citations: [{ startIndex: 0, endIndex: 20, uri: 'https://github.com/example/repo', license: 'mit' }],
+            },
+          },
+        ],
+        [
+          [
+            { text: 'Working out what the summary holds {', thought: true, thoughtSignature: 'c2lnbmF0dXJl' },
+            { thought: true, thoughtSignature: 'c2lnbmF0dXJl' },
+            { ...summaryPart(mode), thoughtSignature: 'c2lnbmF0dXJl' },
+          ],
+          {},
+        ],
+      ] as Array<[unknown[], Record<string, unknown>]>) {
+        const { named, published } = await judged(googleModel, 'gemini', mode, generatedReply(parts, 'STOP', fields));
+        expect(named, JSON.stringify([parts, fields])).toEqual(mode === 'tool' ? ['submit_handoff'] : []);
+        expect(published, JSON.stringify([parts, fields])).toBe(1);
+      }
+    },
+  );
+});
