@@ -5,7 +5,7 @@
  * form is sent depends on the provider underneath: `json-schema` by default, `openai-strict` for
  * OpenAI models (whose provider sends strict schemas; the answer's nulls are then normalised).
  */
-import type { LanguageModel, LanguageModelMiddleware, ModelMessage as AiMessage, ToolSet } from 'ai';
+import type { LanguageModel, ModelMessage as AiMessage, ToolSet } from 'ai';
 import type {
   ModelAdapter,
   ModelFinishReason,
@@ -35,6 +35,10 @@ import {
 } from './shared.js';
 
 export interface AiSdkAdapterOptions {
+  /**
+   * The model: an object of the SDK's providers (`v3`, or `v2` of the ai SDK 5's), or a model id string, resolved as
+   * the SDK resolves one (`globalThis.AI_SDK_DEFAULT_PROVIDER`, else the AI Gateway).
+   */
   model: LanguageModel;
   /** The summary schema form for the provider underneath (default `json-schema`). */
   schemaForm?: SummarySchemaForm | undefined;
@@ -176,33 +180,46 @@ function bodyOthers(body: unknown): string[] {
   return [];
 }
 
+/** A model object of the SDK (`v3`, or `v2` of the ai SDK 5's providers), as a `LanguageModel` is when not an id. */
+type ModelObject = Exclude<LanguageModel, string>;
+
+/**
+ * The model a `LanguageModel` names, as the SDK resolves it: a model id string through the SDK's global provider
+ * (`globalThis.AI_SDK_DEFAULT_PROVIDER`, the AI Gateway unless the Harness set one: the resolution the SDK documents),
+ * a model object as it is. Resolved here so that the body of a model given by its id is read as any other's.
+ */
+function resolvedModel(ai: typeof import('ai'), model: LanguageModel): ModelObject {
+  if (typeof model !== 'string') return model;
+  const global = (globalThis as { AI_SDK_DEFAULT_PROVIDER?: { languageModel(id: string): unknown } })
+    .AI_SDK_DEFAULT_PROVIDER;
+  return (global ?? ai.gateway).languageModel(model) as ModelObject;
+}
+
 /**
  * The model, its answers' raw bodies read on the way (`seen.unfinished`: what `responsesUnfinished` finds in the last;
  * `seen.others`: what `bodyOthers` finds in it). The ai SDK's OpenAI provider derives a Responses model's finish reason
  * from `incomplete_details.reason` alone, so a response `cancelled`, `queued` or `in_progress` (or holding an item not
  * completed) came back `stop` or `tool-calls`, and what it held was read as a finished summary; and each provider drops
  * some of what an answer holds beside the summary without a part (`bodyOthers`). The body is read in the model's own
- * call, through the SDK's `wrapLanguageModel`, for it is the one place every path sees it: a missing forced call throws
- * before any step is reported. Only a model object of the SDK's current specification (`v3`: `@ai-sdk/openai`,
- * `@ai-sdk/anthropic`, `@ai-sdk/google` 3, for `ai` 6) is wrapped; a model id string (resolved by the SDK's global
- * provider) or an older `v2` model goes as it is, its body unread.
+ * call (its `doGenerate`), for it is the one place every path sees it: a missing forced call throws before any step is
+ * reported. The model is otherwise left as it is, its specification version too, so the SDK takes a `v2` model (of the
+ * ai SDK 5's providers) as it takes one unwrapped, and its body is read as a `v3` model's.
  */
-function withBodyRead(
-  wrap: (typeof import('ai'))['wrapLanguageModel'],
-  model: LanguageModel,
-  seen: Seen,
-): LanguageModel {
-  if (typeof model !== 'object' || model === null || model.specificationVersion !== 'v3') return model;
-  const middleware: LanguageModelMiddleware = {
-    specificationVersion: 'v3',
-    wrapGenerate: async ({ doGenerate }) => {
-      const result = await doGenerate();
-      seen.unfinished = responsesUnfinished(result.response?.body);
-      seen.others = bodyOthers(result.response?.body);
-      return result;
+function withBodyRead(model: ModelObject, seen: Seen): ModelObject {
+  return new Proxy(model, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (typeof value !== 'function') return value;
+      if (prop !== 'doGenerate') return (value as (...a: unknown[]) => unknown).bind(target);
+      return async (...args: unknown[]) => {
+        const result: unknown = await (value as (...a: unknown[]) => unknown).apply(target, args);
+        const body = isRecord(result) && isRecord(result.response) ? result.response.body : undefined;
+        seen.unfinished = responsesUnfinished(body);
+        seen.others = bodyOthers(body);
+        return result;
+      };
     },
-  };
-  return wrap({ model, middleware });
+  });
 }
 
 /** What the raw body of the model's last answer says (`withBodyRead`): not finished, or what it holds unread. */
@@ -211,9 +228,9 @@ interface Seen {
   others?: string[];
 }
 
-/** Whether the model may be one of OpenAI's Responses API (a model id resolved by the SDK may be: treated as one). */
-function viaResponses(model: LanguageModel): boolean {
-  const provider = typeof model === 'string' ? undefined : (model as { provider?: unknown }).provider;
+/** Whether the model may be one of OpenAI's Responses API: any but a chat or completion model of the OpenAI provider. */
+function viaResponses(model: ModelObject): boolean {
+  const { provider } = model as { provider?: unknown };
   return typeof provider !== 'string' || !/\.(chat|completion)$/.test(provider);
 }
 
@@ -265,9 +282,10 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
     let lastRawReason: string | undefined; // and its provider's own finish reason
     // What the raw body of a Responses API answer says did not finish, which the finish reason does not carry (below).
     const seen: Seen = {};
+    const model = resolvedModel(ai, options.model);
     try {
       result = await generateText({
-        model: withBodyRead(ai.wrapLanguageModel, options.model, seen),
+        model: withBodyRead(model, seen),
         messages: messages(request),
         ...(system === undefined ? {} : { system }),
         ...(Object.keys(tools).length > 0 ? { tools } : {}),
@@ -297,7 +315,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
         // its rules (every field required, no patterns), which it asks for unless told otherwise.
         providerOptions: {
           openai: {
-            ...(viaResponses(options.model) ? { store: false } : {}),
+            ...(viaResponses(model) ? { store: false } : {}),
             ...(strict ? {} : { strictJsonSchema: false }),
           },
         },

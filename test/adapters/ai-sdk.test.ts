@@ -1010,3 +1010,100 @@ describe('aiSdkAdapter with the Anthropic and Google providers: the work of a to
     },
   );
 });
+
+describe('aiSdkAdapter given a model id string or a v2 model: the raw body read as for any model object', () => {
+  const json = JSON.stringify(summary);
+  const beside = (mode: 'tool' | 'structured') =>
+    generatedReply([
+      mode === 'tool' ? { functionCall: { name: 'submit_handoff', args: summary } } : { text: json },
+      { functionResponse: { id: 'fc_1', name: 'read_file', response: { output: 'x' } } },
+    ]);
+  const good = (mode: 'tool' | 'structured') =>
+    generatedReply([mode === 'tool' ? { functionCall: { name: 'submit_handoff', args: summary } } : { text: json }]);
+
+  async function compactThrough(model: LanguageModel, mode: 'tool' | 'structured') {
+    const ledger = countingLedger();
+    const outcome = await compact({
+      ledger,
+      scope: { principal: 'alice', session: 's1', run: 'r1' },
+      model: aiSdkAdapter({ model, schemaForm: 'gemini', maxRetries: 0 }),
+      transcript: [{ role: 'user', content: 'hi' }],
+      mode,
+    }).catch((e: unknown) => e as Error);
+    return { outcome, published: ledger.published };
+  }
+
+  it.each(['tool', 'structured'] as const)(
+    "resolves a model id string through the SDK's global provider, as the SDK does, and reads its body (%s mode)",
+    async (mode) => {
+      const provider = await startFakeProvider();
+      const globals = globalThis as { AI_SDK_DEFAULT_PROVIDER?: unknown };
+      const before = globals.AI_SDK_DEFAULT_PROVIDER;
+      try {
+        globals.AI_SDK_DEFAULT_PROVIDER = createGoogleGenerativeAI({
+          apiKey: 'test-key',
+          baseURL: `${provider.url}/v1beta`,
+        });
+        provider.script(beside(mode), good(mode));
+        const refused = await compactThrough('gemini-test', mode);
+        expect(refused.outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+        expect((refused.outcome as Error).message).toContain('"functionResponse"');
+        expect(refused.published).toBe(0);
+        // A summary alone is read through the id as through the model object.
+        expect((await compactThrough('gemini-test', mode)).published).toBe(1);
+        expect(provider.requests.map((r) => r.path)).toEqual([
+          '/v1beta/models/gemini-test:generateContent',
+          '/v1beta/models/gemini-test:generateContent',
+        ]);
+      } finally {
+        globals.AI_SDK_DEFAULT_PROVIDER = before;
+        await provider.close();
+      }
+    },
+  );
+
+  /**
+   * A model of the SDK's former specification (`v2`, as the ai SDK 5's providers make them), which the SDK still takes:
+   * it answers with the parts and the raw body given, as a v2 provider does (finish reason a string, usage flat).
+   */
+  const v2Model = (content: unknown[], body: unknown) =>
+    ({
+      specificationVersion: 'v2',
+      provider: 'anthropic.messages',
+      modelId: 'claude-test',
+      supportedUrls: {},
+      doGenerate: () =>
+        Promise.resolve({
+          content,
+          finishReason: content.some((p) => (p as { type: string }).type === 'tool-call') ? 'tool-calls' : 'stop',
+          usage: { inputTokens: 10, outputTokens: 20, totalTokens: 30 },
+          warnings: [],
+          response: { id: 'msg_1', body },
+        }),
+      doStream: () => Promise.reject(new Error('not streamed')),
+    }) as unknown as LanguageModel;
+
+  it.each(['tool', 'structured'] as const)(
+    "reads the raw body of a v2 model as a v3 model's (%s mode): a compaction block its provider made text is refused",
+    async (mode) => {
+      const compaction = { type: 'compaction', content: 'What the API kept of an earlier context.' };
+      const [part, block] =
+        mode === 'tool'
+          ? [
+              { type: 'tool-call', toolCallId: 'toolu_1', toolName: 'submit_handoff', input: json },
+              { type: 'tool_use', id: 'toolu_1', name: 'submit_handoff', input: summary },
+            ]
+          : [
+              { type: 'text', text: json },
+              { type: 'text', text: json },
+            ];
+      const body = (content: unknown[]) => ({ id: 'msg_1', type: 'message', role: 'assistant', content });
+      const refused = await compactThrough(v2Model([part], body([compaction, block])), mode);
+      expect(refused.outcome).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((refused.outcome as Error).message).toContain('"compaction"');
+      expect(refused.published).toBe(0);
+      // The same answer without the block is read.
+      expect((await compactThrough(v2Model([part], body([block])), mode)).published).toBe(1);
+    },
+  );
+});
