@@ -133,13 +133,7 @@ function responsesOtherItems(output: readonly unknown[]): string[] {
   });
 }
 
-/**
- * Each block of the raw body of an Anthropic Messages API answer but text, thinking and `tool_use`, named as
- * anthropicAdapter names it (`anthropicServerBlock`: a server tool's call by its tool, anything else by its type). The
- * ai SDK's Anthropic provider makes most of them provider-executed calls, results and sources, but drops a
- * `server_tool_use` of a tool it does not know (the API's newer server tools) and turns a `compaction` block (what the
- * API kept of an earlier context) into text of the answer: a summary beside them was read as the transcript's.
- */
+/** Each block of a Messages API body but text, thinking and `tool_use`, named as anthropicAdapter names it. */
 function messagesOtherBlocks(content: readonly unknown[]): string[] {
   return content.flatMap((b) => {
     if (!isRecord(b)) return ['a block without a type'];
@@ -147,15 +141,7 @@ function messagesOtherBlocks(content: readonly unknown[]): string[] {
   });
 }
 
-/**
- * What the first candidate of the raw body of a Gemini generateContent answer holds besides its text and function
- * calls, named by the field as geminiAdapter names it: each other field of a part (`geminiOtherParts`) and a grounding
- * that holds anything (`geminiGroundedIn`). The ai SDK's Google provider makes code execution and server tools
- * provider-executed calls, inline data a file and a search's grounding chunks sources, but drops a part of any other
- * field (`functionResponse`, `fileData`, `audioTranscription`, one it does not know), a grounding without chunks (the
- * search's queries only) and `urlContextMetadata` (pages the URL context tool fetched): a summary beside them was read
- * as the transcript's.
- */
+/** Each part field and grounding of a generateContent body's candidate that geminiAdapter refuses, named as it does. */
 function generatedOthers(candidates: readonly unknown[]): string[] {
   const candidate = candidates[0];
   if (!isRecord(candidate)) return [];
@@ -167,10 +153,8 @@ function generatedOthers(candidates: readonly unknown[]): string[] {
 }
 
 /**
- * What the raw body of the model's answer holds that the adapter does not read, by the API it is of (none for a body of
- * another shape, or none): an OpenAI Responses answer's (`responsesOtherItems`), an Anthropic Messages answer's
- * (`messagesOtherBlocks`), a Gemini generateContent answer's (`generatedOthers`), named as the native adapter of that
- * API names them, for what the ai SDK's provider drops or folds into the answer is refused all the same.
+ * What the raw body of an answer holds that the adapter does not read, named as the native adapter of its API names it
+ * (none for a body of another shape): what the ai SDK's provider drops or folds into the answer is refused all the same.
  */
 function bodyOthers(body: unknown): string[] {
   if (!isRecord(body)) return [];
@@ -184,9 +168,8 @@ function bodyOthers(body: unknown): string[] {
 type ModelObject = Exclude<LanguageModel, string>;
 
 /**
- * The model a `LanguageModel` names, as the SDK resolves it: a model id string through the SDK's global provider
- * (`globalThis.AI_SDK_DEFAULT_PROVIDER`, the AI Gateway unless the Harness set one: the resolution the SDK documents),
- * a model object as it is. Resolved here so that the body of a model given by its id is read as any other's.
+ * The model a `LanguageModel` names, an id string resolved as the SDK documents it resolves one (its global provider,
+ * else the AI Gateway), so that its body is read as any model object's.
  */
 function resolvedModel(ai: typeof import('ai'), model: LanguageModel): ModelObject {
   if (typeof model !== 'string') return model;
@@ -196,14 +179,10 @@ function resolvedModel(ai: typeof import('ai'), model: LanguageModel): ModelObje
 }
 
 /**
- * The model, its answers' raw bodies read on the way (`seen.unfinished`: what `responsesUnfinished` finds in the last;
- * `seen.others`: what `bodyOthers` finds in it). The ai SDK's OpenAI provider derives a Responses model's finish reason
- * from `incomplete_details.reason` alone, so a response `cancelled`, `queued` or `in_progress` (or holding an item not
- * completed) came back `stop` or `tool-calls`, and what it held was read as a finished summary; and each provider drops
- * some of what an answer holds beside the summary without a part (`bodyOthers`). The body is read in the model's own
- * call (its `doGenerate`), for it is the one place every path sees it: a missing forced call throws before any step is
- * reported. The model is otherwise left as it is, its specification version too, so the SDK takes a `v2` model (of the
- * ai SDK 5's providers) as it takes one unwrapped, and its body is read as a `v3` model's.
+ * The model, the raw body of its last answer read on the way into `seen` (`responsesUnfinished`, `bodyOthers`): the
+ * finish reason does not carry all a Responses status says, and the providers drop some of what an answer holds. Read
+ * in the model's own `doGenerate`, the one place every path sees it (a missing forced call throws before any step is
+ * reported); the model is otherwise left as it is, its specification version too (the SDK takes a `v2` model as ever).
  */
 function withBodyRead(model: ModelObject, seen: Seen): ModelObject {
   return new Proxy(model, {
