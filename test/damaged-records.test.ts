@@ -722,6 +722,16 @@ const GRANTEE_REFUSED: Outcomes = {
   list: 'RECORD_CORRUPT',
 };
 
+/** fsck's findings on a diagnosing open of the store. */
+const diagnosedFindings = async (made: Made) => {
+  const ledger = await openLedger({ ...made.opts, diagnose: true });
+  try {
+    return (await fsck(ledger)).findings;
+  } finally {
+    await ledger.close();
+  }
+};
+
 describe('damaged records of the embedded store', () => {
   it('an origin record that is no valid origin: fsck runs on a diagnosing open, which writes nothing', async () => {
     const made = await levelStore(ORIGIN_NO_ORIGIN);
@@ -780,15 +790,6 @@ describe('damaged records of the embedded store', () => {
     rmSync(join(made.opts.root!, 'checkpoints'), { recursive: true });
     return made;
   }
-
-  const diagnosedFindings = async (made: Made) => {
-    const ledger = await openLedger({ ...made.opts, diagnose: true });
-    try {
-      return (await fsck(ledger)).findings;
-    } finally {
-      await ledger.close();
-    }
-  };
 
   it('an entry lost from a store made before the tree: both opens go on over the tree of the entries before it, fsck names it as in a store with its tree, appends are refused', async () => {
     // s1's seq 1, at position 2 (of 0–3), entry and position record.
@@ -924,6 +925,50 @@ describePostgres('damaged records of both stores', (pg) => {
     await chainOfThree(opts);
     await sqlOn(pg.connectionString, `DELETE FROM "${schema}".entries WHERE position = 1`);
     expect(await outcomes(opts)).toEqual(want);
+  });
+
+  /**
+   * A store damaged as `damage` says, then as a schema migrated from before the tree (versions 1 and 2) holds it at
+   * its first open after the migration: no tree or session-heads rows, no pin.
+   */
+  async function pgStoreBeforeTree(damage: Damage): Promise<Made> {
+    const made = await pgStore(damage);
+    const s = `"${made.opts.postgres!.schema}"`;
+    await sqlOn(
+      pg.connectionString,
+      `DELETE FROM ${s}.tree_nodes; DELETE FROM ${s}.session_heads; DELETE FROM ${s}.log_meta WHERE key = 'session-heads'`,
+    );
+    rmSync(join(made.opts.root!, 'checkpoints'), { recursive: true });
+    return made;
+  }
+
+  /**
+   * The entry at `position` removed as the embedded tests remove it: a head's entry too, past the heads' foreign key
+   * (as a restore with triggers disabled, or a session with them off, loses it).
+   */
+  const entryLost = (position: number): Damage => ({
+    name: `entry at ${position} lost`,
+    want: {},
+    pg: () => [[`SET session_replication_role = replica; DELETE FROM {s}.entries WHERE position = ${position}`]],
+  });
+
+  it('an entry lost from a store migrated from before the tree: both opens go on over the tree of the entries before it, fsck names it as in a store with its tree, appends are refused', async () => {
+    // s1's seq 1, at position 2 (of 0–3): its head's entry, as in the embedded store's test.
+    const withTree = await diagnosedFindings(await pgStore(entryLost(2)));
+    expect(withTree.map((f) => f.code).sort()).toEqual(['HEAD_MISMATCH', 'POSITION_GAP', 'POSITION_GAP']);
+    const made = await pgStoreBeforeTree(entryLost(2));
+    const ledger = await openLedger(made.opts);
+    try {
+      expect((await ledger.log.treeHead()).size).toBe(2);
+      await expect(ledger.resume(scope('s2'))).resolves.toBeDefined();
+      await expect(ledger.publish(scope('s2'), sampleSummary('after'))).rejects.toMatchObject({
+        code: 'TREE_DAMAGED',
+        message: expect.stringContaining('global position 2 holds no entry (the next entry is at 3)'),
+      });
+    } finally {
+      await ledger.close();
+    }
+    expect(await diagnosedFindings(made)).toEqual(withTree);
   });
 
   it('a grant whose time is no date is not served as a grant on PostgreSQL either (RECORD_CORRUPT)', async () => {

@@ -164,16 +164,46 @@ describePostgres(
         }
       });
 
-      it('refuses (TREE_DAMAGED) to open a store whose positions have a gap inside a batch', async () => {
+      it('opens a store whose positions have a gap inside a batch with the tree of the entries before it: appends refused (TREE_DAMAGED naming the position), fsck names the gap; restored, the next open builds the rest', async () => {
         const schema = nextSchema();
-        await schemaV2Store(
+        const envelopes = await schemaV2Store(
           schema,
           Array.from({ length: 12 }, (_, p) => p).filter((p) => p !== 5),
         );
-        const err = await rejection(PgManifestLog.open({ connectionString: pg.connectionString, schema }));
-        expect(err).toBeInstanceOf(ManifestError);
-        expect((err as ManifestError).code).toBe('TREE_DAMAGED');
-        expect((err as Error).message).toMatch(/global position 5 is missing/);
+        const leaves = (positions: number[]) => positions.map((p) => leafOfEnvelope(envelopes.get(p)!));
+        const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          const head = await log.treeHead();
+          expect(head.size).toBe(5);
+          expect(hex(head.root)).toBe(hex(mth(leaves([0, 1, 2, 3, 4]))));
+          expect((await log.entry('s7', 0))?.position).toBe(7);
+          const err = await rejection(log.append(link('after', 0)));
+          expect(err).toBeInstanceOf(ManifestError);
+          expect((err as ManifestError).code).toBe('TREE_DAMAGED');
+          expect((err as Error).message).toMatch(/global position 5 holds no entry \(the next entry is at 6\)/);
+          expect(await fsckTree(log)).toEqual([
+            { code: 'POSITION_GAP', message: 'global position 5 holds no entry (the next entry is at 6)' },
+          ]);
+        } finally {
+          await log.close();
+        }
+        // The entry put back (from a backup): the next open adds it and the entries after it.
+        const restored = envelopeOf('entry 5');
+        envelopes.set(5, restored);
+        await sql(`INSERT INTO "${schema}".entries VALUES (5, 's5', 0, $1, 'alice', $2)`, [
+          digestOf(utf8(restored)),
+          restored,
+        ]);
+        const reopened = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          const head = await reopened.treeHead();
+          expect(head.size).toBe(12);
+          expect(hex(head.root)).toBe(hex(mth(leaves(Array.from({ length: 12 }, (_, p) => p)))));
+          expect(await fsckTree(reopened)).toEqual([]);
+          expect((await reopened.append(link('after', 0))).position).toBe(12);
+        } finally {
+          await reopened.close();
+        }
       });
 
       it('lets fsck find a tree an earlier build backfilled in text order (0, 1, 10, 11, 2, …)', async () => {

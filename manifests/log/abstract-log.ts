@@ -436,7 +436,8 @@ export abstract class AbstractManifestLog implements ManifestLog {
 
   /**
    * Set at open when the stored tree cannot be the tree of the stored entries (LevelDB: a damaged tree or index record,
-   * leaves and positions that disagree; PostgreSQL: more leaves than positions): every append is refused with it.
+   * leaves and positions that disagree; PostgreSQL: more leaves than positions, or fewer while a node past them is
+   * stored; either: a position the tree built at open reached holding no entry): every append is refused with it.
    */
   protected treeDamage: string | undefined;
 

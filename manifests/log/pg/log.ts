@@ -356,6 +356,12 @@ export class PgManifestLog extends AbstractManifestLog {
   private readonly sql: Record<string, string>;
   private readonly tree: PgTree;
   private readonly headsIndex: PgSessionHeads;
+  /**
+   * The tree's size when its build at open (a store from before the tree) stopped short of the counter, at a position
+   * that holds no entry: the size `treeHead` answers (the counter's otherwise) while appends are refused
+   * (`treeDamage`).
+   */
+  private treeBuiltTo: number | undefined;
 
   private constructor(
     token: typeof OPENING,
@@ -601,7 +607,12 @@ export class PgManifestLog extends AbstractManifestLog {
     try {
       await db.migrate('manifests', MANIFEST_MIGRATIONS, ManifestError, signal);
       const log = new PgManifestLog(OPENING, db);
-      log.treeDamage = await log.tree.backfill(signal);
+      // A position holding no entry ends the tree built at open before it: the store opens with the tree of the
+      // entries before it, for reads and fsck (which names the gap, as in a store that had its tree: POSITION_GAP),
+      // and appends are refused.
+      const tree = await log.tree.backfill(signal);
+      log.treeDamage = tree?.damage;
+      log.treeBuiltTo = tree?.size;
       await log.headsIndex.backfill(signal);
       throwIfAborted(signal, ManifestError);
       return log;
@@ -1463,7 +1474,10 @@ export class PgManifestLog extends AbstractManifestLog {
       // size first and its nodes next is consistent. (One statement for all three was tried: its plan over the
       // frontier's lateral lookups went from 0.1 ms to 7 ms once the tables had grown: benchmarks/README.md.)
       const { size, root: sessionHeads } = await this.headsIndex.head(this.db);
-      return { ...(await treeHeadAt(size, (ids) => this.tree.read(this.db, ids))), sessionHeads };
+      return {
+        ...(await treeHeadAt(this.treeBuiltTo ?? size, (ids) => this.tree.read(this.db, ids))),
+        sessionHeads,
+      };
     } catch (err) {
       throw storageFailed('tree head', err);
     }
@@ -1583,6 +1597,7 @@ export class PgManifestLog extends AbstractManifestLog {
         began = true;
         const view = new PgManifestLog(OPENING, db);
         view.treeDamage = this.treeDamage;
+        view.treeBuiltTo = this.treeBuiltTo;
         return fn(view);
       }, signal);
     } catch (err) {

@@ -70,48 +70,57 @@ export class PgTree {
   /**
    * Adds entries written before the tree existed (a store migrated from schema version 1 or 2), under the
    * counter's lock so no append interleaves; idempotent.
-   * @returns why appends must be refused, when the tree has more leaves than the log has positions (entries removed
-   *   or the counter set back under it: appending would build on a tree that is not the entries'), or fewer while a
-   *   node past them is stored (leaf rows lost, below the last or the last ones under a stored parent: adding the next
-   *   would collide with it, and the store would not open even for fsck; the embedded log's open judges its size
-   *   record so); else undefined
-   * @throws ManifestError `TREE_DAMAGED` when a position to add is missing; the signal's reason once `signal` aborts
-   *   (its wait for the counter's lock or a step ended, the backfill rolled back whole: the next open does it again)
+   * @returns undefined when the tree is the log's; else `damage`, why appends must be refused: the tree has more
+   *   leaves than the log has positions (entries removed or the counter set back under it: appending would build on a
+   *   tree that is not the entries'), or fewer while a node past them is stored (leaf rows lost, below the last or the
+   *   last ones under a stored parent: adding the next would collide with it, and the store would not open even for
+   *   fsck; the embedded log's open judges its size record so), or a position to add holds no entry (an entry lost:
+   *   the entries before it are added and the tree ends there, since no leaf can be made for an entry that is not
+   *   there and none after it would stand at its position). In that last case `size` is the tree's size, short of
+   *   the counter (which a tree head takes as the size otherwise): the store opens with it for reads and fsck, which
+   *   names the gap, and a later open, the entry restored, goes on from there.
+   * @throws the signal's reason once `signal` aborts (its wait for the counter's lock or a step ended, the backfill
+   *   rolled back whole: the next open does it again)
    */
-  async backfill(signal?: AbortSignal): Promise<string | undefined> {
+  async backfill(signal?: AbortSignal): Promise<{ damage: string; size?: number } | undefined> {
     const sizes = (await this.db.query<{ leaves: string; next: string; beyond: string | null }>(this.sql.sizes))
       .rows[0]!;
     const [leaves, next] = [Number(sizes.leaves), Number(sizes.next)];
-    if (leaves > next) return `the tree has ${leaves} leaves, the log ${next} entries`;
+    if (leaves > next) return { damage: `the tree has ${leaves} leaves, the log ${next} entries` };
     if (leaves === next) return undefined;
     // Fewer leaves than entries: a store migrated before the tree (backfilled below), or leaf rows lost, which leaves
     // a node past the leaves that are left (a leaf after the lost one, or a parent covering it).
     if (sizes.beyond !== null)
-      return `the tree has ${leaves} leaves, the log ${next} entries, and node ${sizes.beyond} past them is stored`;
-    await this.db.transaction(
+      return {
+        damage: `the tree has ${leaves} leaves, the log ${next} entries, and node ${sizes.beyond} past them is stored`,
+      };
+    return await this.db.transaction(
       async (client) => {
         await client.query(this.sql.lockCounter);
         for (;;) {
           const from = Number((await client.query<{ n: string }>(this.sql.leaves)).rows[0]!.n);
           const rows = (await client.query<{ position: string; envelope: string }>(this.sql.unplanted, [String(from)]))
             .rows;
-          if (rows.length === 0) return;
-          // Every row of the batch is the next position: a gap anywhere in it would shift the later leaves.
-          rows.forEach((r, i) => {
-            if (Number(r.position) !== from + i)
-              throw new ManifestError('TREE_DAMAGED', `global position ${from + i} is missing`);
-          });
-          await this.grow(
-            client,
-            from,
-            rows.map((r) => leafOfEnvelope(r.envelope)),
-          );
+          if (rows.length === 0) return undefined;
+          // Only the rows at the next positions are added: a gap in the batch would shift every later leaf.
+          const gap = rows.findIndex((r, i) => Number(r.position) !== from + i);
+          const planted = gap === -1 ? rows : rows.slice(0, gap);
+          if (planted.length > 0)
+            await this.grow(
+              client,
+              from,
+              planted.map((r) => leafOfEnvelope(r.envelope)),
+            );
+          if (gap !== -1)
+            return {
+              damage: `global position ${from + gap} holds no entry (the next entry is at ${rows[gap]!.position}): the tree was built from the entries before it only`,
+              size: from + gap,
+            };
         }
       },
       UNBOUNDED_LOCK_WAIT,
       signal,
     );
-    return undefined;
   }
 }
 
