@@ -971,6 +971,29 @@ describePostgres('damaged records of both stores', (pg) => {
     expect(await diagnosedFindings(made)).toEqual(withTree);
   });
 
+  it('the last entry lost from a store migrated from before the tree, the counter past it: it opens over the tree of the entries before it, appends are refused naming the position (checkPublish too), fsck names the lost head entry only', async () => {
+    // s2's seq 1, at position 3 (the last): the entries end before the counter does, which the tree head took as its
+    // size (a node of a tree of 4 missing: the open refused, and fsck named that node).
+    const made = await pgStoreBeforeTree(entryLost(3));
+    const ledger = await openLedger(made.opts);
+    try {
+      expect((await ledger.log.treeHead()).size).toBe(3);
+      // An append at position 4 would need leaf 3 of the tree: refused by checkPublish too (compact's check before it
+      // asks the model), as by the append, in words that name the position.
+      const refusal = {
+        code: 'TREE_DAMAGED',
+        message: expect.stringContaining(
+          "global position 3 holds no entry (the log's counter gave out positions to 3)",
+        ),
+      };
+      await expect(ledger.checkPublish(scope('s1'))).rejects.toMatchObject(refusal);
+      await expect(ledger.publish(scope('s1'), sampleSummary('after'))).rejects.toMatchObject(refusal);
+    } finally {
+      await ledger.close();
+    }
+    expect((await diagnosedFindings(made)).map((f) => [f.code, f.session])).toEqual([['HEAD_MISMATCH', 's2']]);
+  });
+
   it('a grant whose time is no date is not served as a grant on PostgreSQL either (RECORD_CORRUPT)', async () => {
     expect(await granteeOutcomes(await pgStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);
   });

@@ -74,11 +74,11 @@ export class PgTree {
    *   leaves than the log has positions (entries removed or the counter set back under it: appending would build on a
    *   tree that is not the entries'), or fewer while a node past them is stored (leaf rows lost, below the last or the
    *   last ones under a stored parent: adding the next would collide with it, and the store would not open even for
-   *   fsck; the embedded log's open judges its size record so), or a position to add holds no entry (an entry lost:
-   *   the entries before it are added and the tree ends there, since no leaf can be made for an entry that is not
-   *   there and none after it would stand at its position). In that last case `size` is the tree's size, short of
-   *   the counter (which a tree head takes as the size otherwise): the store opens with it for reads and fsck, which
-   *   names the gap, and a later open, the entry restored, goes on from there.
+   *   fsck; the embedded log's open judges its size record so), or a position to add holds no entry (an entry lost,
+   *   or the counter past the last entry: the entries before it are added and the tree ends there, since no leaf can
+   *   be made for an entry that is not there and none after it would stand at its position). In that last case
+   *   `size` is the tree's size, short of the counter (which a tree head takes as the size otherwise): the store
+   *   opens with it for reads and fsck, which names the gap, and a later open, the entry restored, goes on from there.
    * @throws the signal's reason once `signal` aborts (its wait for the counter's lock or a step ended, the backfill
    *   rolled back whole: the next open does it again)
    */
@@ -96,12 +96,19 @@ export class PgTree {
       };
     return await this.db.transaction(
       async (client) => {
-        await client.query(this.sql.lockCounter);
+        const counter = Number((await client.query<{ n: string }>(this.sql.lockCounter)).rows[0]!.n);
         for (;;) {
           const from = Number((await client.query<{ n: string }>(this.sql.leaves)).rows[0]!.n);
           const rows = (await client.query<{ position: string; envelope: string }>(this.sql.unplanted, [String(from)]))
             .rows;
-          if (rows.length === 0) return undefined;
+          // The entries end before the counter: an append, at the counter's position, would be a leaf short of it.
+          if (rows.length === 0)
+            return from < counter
+              ? {
+                  damage: `global position ${from} holds no entry (the log's counter gave out positions to ${counter - 1}): the tree was built from the entries before it only`,
+                  size: from,
+                }
+              : undefined;
           // Only the rows at the next positions are added: a gap in the batch would shift every later leaf.
           const gap = rows.findIndex((r, i) => Number(r.position) !== from + i);
           const planted = gap === -1 ? rows : rows.slice(0, gap);
