@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { checkBooleanOption, checkBytesArgument, readOptionFields, shownValue } from '../../store/errors.js';
-import { decodeBase64Url } from '../encoding/base64.js';
+import { decodeBase64Url, encodeBase64Url } from '../encoding/base64.js';
 import { fileBytes, fileText } from '../encoding/file-bytes.js';
 import { canonicalBytes } from '../encoding/canonical.js';
 import { ManifestError } from '../errors.js';
@@ -93,9 +93,9 @@ export type TrustedCheckpointKey = z.infer<typeof trustedCheckpointKeySchema>;
 /**
  * The listings (host and verifier key, as `checkpointRevocationKey` names them) a trust store revokes. A note's
  * signature names its key by origin and key hash, never by the entry's key id: a host's key revoked in one of its
- * listings is revoked in all of them, whatever key id another gives it, as `mergeTrust` makes of two listings of one
- * key by one host (it keeps one, with the most restrictive window). Another host's listing of the same key stands on
- * its own, as in a merge.
+ * listings is revoked in all of them, whatever key id another gives it. Another host's listing of the same key stands on
+ * its own in one store; a merge (`mergeTrust`, as every verifier of several stores and the ledger take them) revokes
+ * every listing of a public key, whatever its host, once any listing revokes it.
  */
 export function revokedCheckpointListings(trust: TrustStore): Set<string> {
   return new Set(
@@ -221,7 +221,10 @@ export function restrictiveWindow<K extends { notBefore: string; notAfter?: stri
  * `--trust` files, or a shared store's hosts' `keys export` files, as `verify --trust a.json --trust b.json` and the
  * `trust` option take them). A key listed in
  * more than one of them gets the most restrictive window of all its listings (see `mergeTrustedKey`); a
- * checkpoint key listed twice is revoked when either listing revokes it. `undefined` stands for no store.
+ * checkpoint key listed twice is revoked when either listing revokes it. Every listing of one public key, whatever its
+ * host, key id or kind (a checkpoint key's by its verifier key), takes the earliest revocation of any of them, as the
+ * keyring lists a key: a store listing under another key id a key another store revokes does not trust again what it
+ * signs after its revocation. `undefined` stands for no store.
  * @throws ManifestError `TRUST_INVALID` when one key id is listed with two public keys, or for a store built by hand
  *   that is none (as `trustDigest`); stores `parseTrustStore` gave never are.
  */
@@ -254,7 +257,46 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
       else checkpointKeys[at] = restrictiveWindow(checkpointKeys[at]!, k);
     }
   }
+  revokeEverySameKeyListing(keys, checkpointKeys);
   return checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys };
+}
+
+/**
+ * The public key a listing names, as one text (base64url of its 32 bytes): a manifest key's `publicKey`, a checkpoint
+ * key's read from its verifier key. `undefined` for one that names none (a store built by hand, never parsed).
+ */
+function listedPublicKey(k: TrustedKey | TrustedCheckpointKey): string | undefined {
+  try {
+    const bytes = 'publicKey' in k ? decodeBase64Url(k.publicKey) : parseVerifierKey(k.vkey).publicKey;
+    return bytes?.length === 32 ? encodeBase64Url(bytes) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Gives every listing of a public key (whatever its host, key id or kind: a checkpoint key by its verifier key's public
+ * key) the earliest revocation any listing of that key carries, in place, as the keyring lists a key (one revoked
+ * anywhere is revoked everywhere): a store listing under another key id a key another store revokes would trust again
+ * what it signs after its revocation. Only `revokedAt` is taken; windows (`notBefore`, `notAfter`) stay per listing.
+ */
+function revokeEverySameKeyListing(keys: TrustedKey[], checkpointKeys: TrustedCheckpointKey[]): void {
+  const lists: Array<Array<TrustedKey | TrustedCheckpointKey>> = [keys, checkpointKeys];
+  const revokedAt = new Map<string, string>();
+  for (const list of lists)
+    for (const k of list) {
+      if (k.revokedAt === undefined) continue;
+      const publicKey = listedPublicKey(k);
+      if (publicKey !== undefined) revokedAt.set(publicKey, earlierTime(revokedAt.get(publicKey), k.revokedAt));
+    }
+  if (revokedAt.size === 0) return;
+  for (const list of lists)
+    list.forEach((k, i) => {
+      const publicKey = listedPublicKey(k);
+      const at = publicKey === undefined ? undefined : revokedAt.get(publicKey);
+      const earliest = earlierTime(k.revokedAt, at);
+      if (earliest !== k.revokedAt) list[i] = { ...k, revokedAt: earliest };
+    });
 }
 
 /** Code-unit order (never the locale's): the same on every machine. */

@@ -666,18 +666,8 @@ describe('the report names who signed what it verified (checked.signers)', () =>
   it('names every trust entry listing the checkpoint key that verified, whatever the order of the trust files', async () => {
     const cp = store.checkpointKeys![0]!;
     const other = join(base, 'other-host.json');
-    // The same checkpoint key listed by a second host's file (a shared key), and a revoked copy of it by a third.
-    writeFileSync(
-      other,
-      JSON.stringify({
-        version: 1,
-        keys: [],
-        checkpointKeys: [
-          { ...cp, host: 'h0' },
-          { ...cp, host: 'h9', keyId: 'ed25519:revoked', revokedAt: cp.notBefore },
-        ],
-      }),
-    );
+    // The same checkpoint key listed by a second host's file (a shared key).
+    writeFileSync(other, JSON.stringify({ version: 1, keys: [], checkpointKeys: [{ ...cp, host: 'h0' }] }));
     const expected = [
       { host: 'h0', keyId: cp.keyId, count: 1 },
       { host: 'h1', keyId: cp.keyId, count: 1 },
@@ -689,6 +679,25 @@ describe('the report names who signed what it verified (checked.signers)', () =>
       const r = (await cliVerify(files.bundle, order[0]!, undefined, ['--trust', order[1]!])).report!;
       expect(r.checkpoint).toBeDefined();
       expect(r.checked.signers.checkpoints).toEqual(expected);
+    }
+    // A revoked copy of it by a third host, under another key id, revokes it in every listing (mergeTrust): the
+    // checkpoint verifies under none of them.
+    const revoked = join(base, 'revoked-copy.json');
+    writeFileSync(
+      revoked,
+      JSON.stringify({
+        version: 1,
+        keys: [],
+        checkpointKeys: [{ ...cp, host: 'h9', keyId: 'ed25519:revoked', revokedAt: cp.notBefore }],
+      }),
+    );
+    for (const order of [
+      [files.trust, revoked],
+      [revoked, files.trust],
+    ]) {
+      const r = (await cliVerify(files.bundle, order[0]!, undefined, ['--trust', other, '--trust', order[1]!])).report!;
+      expect(r.checkpoint).toBeUndefined();
+      expect(r.checked.signers.checkpoints).toEqual([]);
     }
   });
 });
