@@ -265,7 +265,7 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
  * The public key a listing names, as one text (base64url of its 32 bytes): a manifest key's `publicKey`, a checkpoint
  * key's read from its verifier key. `undefined` for one that names none (a store built by hand, never parsed).
  */
-function listedPublicKey(k: TrustedKey | TrustedCheckpointKey): string | undefined {
+export function listedPublicKey(k: TrustedKey | TrustedCheckpointKey): string | undefined {
   try {
     const bytes = 'publicKey' in k ? decodeBase64Url(k.publicKey) : parseVerifierKey(k.vkey).publicKey;
     return bytes?.length === 32 ? encodeBase64Url(bytes) : undefined;

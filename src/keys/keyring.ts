@@ -17,6 +17,7 @@ import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base6
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import {
   earlierTime,
+  listedPublicKey,
   MAX_TRUST_FILE_BYTES,
   parseTrustStore,
   type TrustedCheckpointKey,
@@ -1127,22 +1128,48 @@ export class Keyring {
     return at;
   }
 
+  /**
+   * The other manifest-signing key ids listing the public key `keyId` names (only an older version listed one key under
+   * two ids): `revoke` revokes their listings too, and the log closes each one's window with it.
+   */
+  sameKeyIds(keyId: string): string[] {
+    const publicKeys = this.publicKeysOf(keyId);
+    return [
+      ...new Set(
+        this.trust.keys
+          .filter((k) => k.keyId !== keyId && publicKeys.has(listedPublicKey(k) ?? ''))
+          .map((k) => k.keyId),
+      ),
+    ];
+  }
+
+  /** The public keys the listings of `keyId` name (manifest and checkpoint listings), as `listedPublicKey` spells them. */
+  private publicKeysOf(keyId: string): Set<string> {
+    const listings = [...this.trust.keys, ...(this.trust.checkpointKeys ?? [])].filter((k) => k.keyId === keyId);
+    return new Set(listings.map(listedPublicKey).filter((p): p is string => p !== undefined));
+  }
+
   /** Is `keyId` a manifest-signing key of this trust file (not a checkpoint key)? */
   isManifestKey(keyId: string): boolean {
     return this.trust.keys.some((k) => k.keyId === keyId);
   }
 
   /**
-   * Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify. Returns the
-   * revocation time that holds (an earlier one stays).
+   * Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify. Every listing of
+   * its public key is, under any key id (`sameKeyIds`: the caller closes those ids' windows in the log first). Returns
+   * the revocation time that holds (an earlier one stays).
    * @throws LedgerError `INVALID_ARGUMENT` when `at` is not an ISO-8601 UTC time with milliseconds (what
    *   trust.json holds; anything else would make the file unloadable), `KEY_INVALID` for an unknown key
    */
   async revoke(keyId: string, at: string = this.now()): Promise<string> {
     this.checkRevocation(keyId, at);
     const checkpointKeys = this.trust.checkpointKeys ?? [];
-    // Every listing of the key (one per host it is listed for) is revoked.
-    const manifestKeys = this.trust.keys.filter((k) => k.keyId === keyId);
+    // Every listing of the key (one per host it is listed for) is revoked, and every listing of its public key under
+    // another key id (only an older version wrote one; the caller closes those ids' windows in the log too).
+    const publicKeys = this.publicKeysOf(keyId);
+    const same = (k: TrustedKey | TrustedCheckpointKey) =>
+      k.keyId === keyId || publicKeys.has(listedPublicKey(k) ?? '');
+    const manifestKeys = this.trust.keys.filter(same);
     // The host key's checkpoint keys go with it: they lie in the same keys/ directory, and a checkpoint carries no
     // time to hold against a window. The current one goes at the next rotation (`rotate`), which replaces it. Those of
     // each host the key is listed for, whose windows overlap that listing's.
@@ -1150,8 +1177,10 @@ export class Keyring {
       k.keyId !== this.checkpoint.keyId && manifestKeys.some((m) => k.host === m.host && overlaps(k, m));
     await this.save({
       ...this.trust,
-      keys: this.trust.keys.map((k) => (k.keyId === keyId ? revokedFrom(k, at) : k)),
-      checkpointKeys: checkpointKeys.map((k) => (k.keyId === keyId || paired(k) ? revokedFrom(k, at) : k)),
+      keys: this.trust.keys.map((k) => (same(k) ? revokedFrom(k, at) : k)),
+      checkpointKeys: checkpointKeys.map((k) =>
+        k.keyId === keyId || (k.keyId !== this.checkpoint.keyId && same(k)) || paired(k) ? revokedFrom(k, at) : k,
+      ),
     });
     const listed = [...this.trust.keys, ...(this.trust.checkpointKeys ?? [])].find((k) => k.keyId === keyId);
     return listed?.revokedAt ?? at;

@@ -1491,7 +1491,8 @@ export class Ledger {
 
   /**
    * Revokes a key from `at` (default now). Returns the revocation time that holds: a key revoked before keeps its
-   * earlier time.
+   * earlier time. Every listing of the key's public key is revoked with it, also one under another key id (only an
+   * older version listed a key so), and the log closes that id's window too, no later than the revocation.
    * @throws LedgerError `INVALID_ARGUMENT` (a key id that is no string, an `at` that is not an ISO-8601 UTC time with
    *   milliseconds), `KEY_INVALID` (a key id trust.json does not list), and as `rotateKey` (LedgerError `CLOSED`,
    *   `ROLLBACK` / `FORK`, `LOCKED`; StoreError / ManifestError `STORAGE_FAILED`, …)
@@ -1511,6 +1512,10 @@ export class Ledger {
             // (one per host it is listed for), and the log keeps one window for it: each listing must end there.
             if (closed !== from && this.keyring.windowEnds(keyId).some((l) => l.end !== closed)) from = closed;
           }
+          // The same public key under another key id (an older version listed it so): the revocation ends those
+          // listings too, so the log closes their windows as well, each no later than `from`.
+          for (const other of this.keyring.sameKeyIds(keyId))
+            await this.log.signingKeys.close(other, (record) => closedNoLater(record, from));
           return this.keyring.revoke(keyId, from);
         });
       });
