@@ -134,7 +134,7 @@ export function readOptionFieldsAs<K extends string>(
   if (options === undefined || options === null) return out;
   // A number, string or boolean is no options object (a field meant for it passed in its place): not read as none.
   if (typeof options !== 'object' && typeof options !== 'function')
-    throw refuse(`${what} must be an object (null or undefined: none), not a ${typeof options}`);
+    throw refuse(`${what} must be an object (null or undefined: none), not ${typeWithArticle(options)}`);
   if (others === 'refused') refuseUnknownOptions(options, names, what, refuse);
   for (const name of names) {
     let value: unknown;
@@ -266,6 +266,16 @@ export function quoted(text: string): string {
 export const typeName = (value: unknown): string => (value === null ? 'null' : typeof value);
 
 /**
+ * A value's type as a sentence names it after `not` or `a value that is`: `undefined` and `null` as themselves, any
+ * other type with its article (`a string`, `an object`, `a function`). `a ${typeof value}` read `a undefined`.
+ */
+export function typeWithArticle(value: unknown): string {
+  const type = typeName(value);
+  if (type === 'undefined' || type === 'null') return type;
+  return `${type === 'object' ? 'an' : 'a'} ${type}`;
+}
+
+/**
  * A caller's value (or a stored one) as a refusal's message names it, without converting it: a string quoted (its
  * first `max` units and, when it goes on, `…` after the closing quote; a JSON string with nothing a terminal acts on left raw), a number, boolean, bigint, null or
  * undefined as itself, anything else by its type. `${value}` or `String(value)` of an object whose `toString` throws
@@ -279,7 +289,7 @@ export function shownValue(value: unknown, max = 40): string {
     return `${escapeRawInJson(JSON.stringify(value.slice(0, end)))}…`;
   }
   if (value === null || ['number', 'boolean', 'bigint', 'undefined'].includes(typeof value)) return String(value);
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+  return typeWithArticle(value);
 }
 
 /** The own `byteLength` getters of ArrayBuffer and SharedArrayBuffer: each throws for anything that is not one. */
@@ -382,7 +392,7 @@ export function checkBooleanOption(
   if (typeof value !== 'boolean')
     throw new Class(
       'INVALID_ARGUMENT',
-      `${name} must be true or false (or undefined: the default), not a ${typeof value}`,
+      `${name} must be true or false (or undefined: the default), not ${typeWithArticle(value)}`,
     );
   return value;
 }

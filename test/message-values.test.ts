@@ -604,7 +604,7 @@ describe("a caller's argument quoted in a refusal", () => {
     const parent = tempDir();
     for (const [options, message] of [
       [{ hash: {} }, 'unknown BLAKE3 backend object (auto, native, wasm or noble)'],
-      [{ verifier: {} }, 'verifier: auto, node or noble, not object'],
+      [{ verifier: {} }, 'verifier: auto, node or noble, not an object'],
     ] as const)
       await expect(openLedger({ host: 'h', root: join(parent, 'store'), ...options } as never)).rejects.toMatchObject({
         code: 'INVALID_ARGUMENT',

@@ -9,6 +9,7 @@
  * (manifests/encoding/json-escape.ts), straight into the output buffer. Where WebAssembly is unavailable the
  * JSON.stringify path serves.
  */
+import { typeWithArticle } from '../../store/errors.js';
 import { ESCAPE, loadEscaper, releaseEscaper, takeEscaper, type Escaper } from './json-escape.js';
 
 const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
@@ -77,7 +78,7 @@ function pushValue(parts: Part[], value: unknown, depth: number, deferFrom: Defe
     }
     parts.push('}');
   } else {
-    throw new TypeError(`JCS: cannot canonicalize a ${typeof value}`);
+    throw new TypeError(`JCS: cannot canonicalize ${typeWithArticle(value)}`);
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { summaryJsonSchema } from '../summary/summary.js';
 import { LedgerError } from '../errors.js';
-import { readOptionFields, shownValue, typeName } from '../../store/errors.js';
+import { readOptionFields, shownValue, typeName, typeWithArticle } from '../../store/errors.js';
 import { indented, quoted } from './framing.js';
 import type {
   ModelFinishReason,
@@ -145,7 +145,10 @@ function readTranscript<T>(messages: unknown, read: (messages: readonly ModelMes
  */
 function checkMessages(messages: unknown): void {
   if (!Array.isArray(messages))
-    throw new LedgerError('INVALID_ARGUMENT', `the transcript must be a list of messages, not ${typeof messages}`);
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `the transcript must be a list of messages, not ${typeWithArticle(messages)}`,
+    );
   if (messages.length === 0)
     throw new LedgerError('INVALID_ARGUMENT', 'the transcript holds no messages: there is nothing to summarize');
   messages.forEach((m: unknown, i) => {

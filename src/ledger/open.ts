@@ -35,7 +35,7 @@ import {
   escapedText,
   shownValue,
   type NamesEveryField,
-  typeName,
+  typeWithArticle,
 } from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog, storedOriginDamage } from './checkpoints.js';
@@ -83,7 +83,7 @@ function pickVerifier(name: unknown): SignatureVerifier {
   if (name !== undefined && !(VERIFIERS as readonly unknown[]).includes(name))
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `verifier: auto, node or noble, not ${typeof name === 'string' ? shownValue(name, 80) : typeName(name)}`,
+      `verifier: auto, node or noble, not ${typeof name === 'string' ? shownValue(name, 80) : typeWithArticle(name)}`,
     );
   return name === 'noble' ? nobleVerifier : nodeVerifier;
 }

@@ -10,7 +10,7 @@ import { leafOfEnvelope } from '../../manifests/tlog/leaf.js';
 import { manifestId } from '../../manifests/format/manifest-core.js';
 import { consistencyRanges, hashRanges, inclusionRanges, treeHeadAt } from '../../manifests/tlog/tree.js';
 import { LedgerError } from '../errors.js';
-import { shownValue } from '../../store/errors.js';
+import { shownValue, typeWithArticle } from '../../store/errors.js';
 
 export interface InclusionProof {
   leafIndex: number;
@@ -38,7 +38,7 @@ export interface ConsistencyProof {
  */
 export function parseManifestId(id: unknown): Digest {
   if (isDigest(id)) return id;
-  const shown = typeof id === 'string' ? shownValue(id, 80) : typeof id;
+  const shown = typeof id === 'string' ? shownValue(id, 80) : typeWithArticle(id);
   throw new LedgerError('INVALID_ID', `a manifest id is blake3:<64 lowercase hex>, not ${shown}`);
 }
 
@@ -96,7 +96,7 @@ export async function consistencyProof(
   // RFC 6962 defines no proof from the empty tree (every tree extends it). The old size is no option: none given is
   // refused, not taken as the latest.
   if (typeof oldSize !== 'number')
-    throw new LedgerError('INVALID_ARGUMENT', `old size: a tree size from 1 to ${latest}, not ${typeof oldSize}`);
+    throw new LedgerError('INVALID_ARGUMENT', `old size: a tree size from 1 to ${latest}, not ${shownValue(oldSize)}`);
   const old = pickSize(latest, oldSize, 1, 'old size');
   const treeSize = pickSize(latest, size, old, 'size');
   const read = (ids: Parameters<ManifestLog['treeNodes']>[0]) => log.treeNodes(ids);

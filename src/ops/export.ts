@@ -29,7 +29,7 @@ import {
   readOptionFields,
   StoreError,
   type NamesEveryField,
-  typeName,
+  typeWithArticle,
 } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { errnoText } from '../../store/fs/errno-text.js';
@@ -447,7 +447,7 @@ function checkSource(source: unknown): void {
   )
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `exportBundle needs a Ledger or an ExportSource { host, log, blobs }, not ${typeName(source)}`,
+      `exportBundle needs a Ledger or an ExportSource { host, log, blobs }, not ${typeWithArticle(source)}`,
     );
 }
 

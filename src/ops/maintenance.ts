@@ -10,7 +10,7 @@ import {
   namedCancel,
   readOptionFields,
   StoreError,
-  typeName,
+  typeWithArticle,
 } from '../../store/errors.js';
 import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
@@ -182,7 +182,10 @@ export interface FsckOptions {
  */
 function checkLedger(ledger: unknown, what: string): void {
   if (typeof ledger !== 'object' || ledger === null || typeof (ledger as Partial<Ledger>).maintenance !== 'function')
-    throw new LedgerError('INVALID_ARGUMENT', `${what} needs a Ledger (from openLedger), not ${typeName(ledger)}`);
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `${what} needs a Ledger (from openLedger), not ${typeWithArticle(ledger)}`,
+    );
 }
 
 /**
@@ -636,7 +639,10 @@ async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined
 /** Parses durations like `90s`, `30m`, `24h`, `7d`, `0`: a whole number with a unit `ms`, `s`, `m`, `h` or `d`; a number alone is seconds. */
 export function parseDuration(text: string): number {
   if (typeof text !== 'string')
-    throw new LedgerError('INVALID_ARGUMENT', `not a duration: a ${typeof text} (use text such as 30m, 24h, 7d)`);
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `not a duration: ${typeWithArticle(text)} (use text such as 30m, 24h, 7d)`,
+    );
   const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim());
   if (!m) throw new LedgerError('INVALID_ARGUMENT', `not a duration: ${quoted(text)} (use e.g. 30m, 24h, 7d)`);
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[

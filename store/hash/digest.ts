@@ -4,7 +4,7 @@
  */
 import { blake3 } from '@noble/hashes/blake3.js';
 import { createBLAKE3 } from 'hash-wasm';
-import { checkBytesArgument, shownValue, StoreError } from '../errors.js';
+import { checkBytesArgument, shownValue, StoreError, typeWithArticle } from '../errors.js';
 
 export type Digest = `blake3:${string}`;
 
@@ -98,7 +98,7 @@ export function hashBackendProblem(hash: unknown): string | undefined {
   const h = hash as Partial<Record<'create' | 'name', unknown>> | null;
   if (typeof hash === 'object' && h !== null && typeof h.create === 'function' && typeof h.name === 'string')
     return undefined;
-  return `hash must be a BLAKE3 backend ({ name, create() }, as loadHashBackend gives), not ${hash === null ? 'null' : typeof hash === 'object' ? 'an object without create() and a name' : `a ${typeof hash}`}`;
+  return `hash must be a BLAKE3 backend ({ name, create() }, as loadHashBackend gives), not ${hash === null ? 'null' : typeof hash === 'object' ? 'an object without create() and a name' : typeWithArticle(hash)}`;
 }
 
 /** The reference backend: `@noble/hashes` (pure JS, portable, audited). */
