@@ -13,6 +13,7 @@ import ts from 'typescript';
 import { openLedger } from '../src/ledger/open.js';
 import { summarySchema } from '../manifests/format/summary.js';
 import { validateSummary } from '../src/summary/summary.js';
+import { retryCeiling } from '../src/ledger/witnessing.js';
 import { main } from '../src/cli/main.js';
 import { captureIo, helpHint } from './support/capture-io.js';
 import { tempDir } from './support/tmp.js';
@@ -1445,6 +1446,25 @@ describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md (and t
       (): string =>
         `a holder waited for more than ${valueOf('src/ledger/file-lock.ts', 'options\\.waitMs \\?\\? ([\\d_]+)') / 1000} s is \`LOCKED\``,
     ],
+    // The README's witnesses row said retries double "up to 60 s": a `retryMs` longer than that is kept (retryCeiling).
+    ...(['README.md', 'docs/AUDIT.md'] as const).map(
+      (doc) =>
+        [
+          doc,
+          (): string => {
+            const first = valueOf('src/ledger/witnessing.ts', 'options\\.retryMs \\?\\? ([\\d_]+);');
+            const cap = valueOf('src/ledger/witnessing.ts', 'Math\\.max\\(([\\d_]+), retryMs\\)');
+            expect([retryCeiling(first, 0), retryCeiling(first, 20), retryCeiling(5 * cap, 3)]).toEqual([
+              first,
+              cap,
+              5 * cap,
+            ]);
+            return doc === 'README.md'
+              ? `retries from ${first} ms, doubling up to ${cap / 1000} s or to a longer \`retryMs\`, each wait a random time from half of it to all of it`
+              : `(${first / 1000} s doubling to ${cap / 1000} s, or to \`retryMs\` when longer, each wait a random time from half of it to all of it`;
+          },
+        ] as const,
+    ),
     // ARCHITECTURE.md said "by default the request deadline, 5 s": a deadline above 5 s is not waited for whole.
     ...(['docs/ARCHITECTURE.md', 'docs/AUDIT.md', 'README.md'] as const).map(
       (doc) =>
