@@ -195,13 +195,59 @@ function wellFormed(text: string): string {
   return text.isWellFormed() ? text : text.toWellFormed();
 }
 
+/** How deep `wellFormedInput` looks into a parsed input: far deeper than a tool's arguments nest, a bound on its stack. */
+const INPUT_DEPTH = 512;
+
 /**
- * A tool call as it is sent: its id, and its input when that is a string (raw arguments), well formed (`wellFormed`):
- * they go into the provider's JSON body as the text does. The same object when neither changes.
+ * A tool call's input as it is sent: a string (raw arguments) well formed, and in a parsed value (plain objects and
+ * arrays, as JSON.parse gives them, which the adapters send as they are: Anthropic's `tool_use.input`, the AI SDK's
+ * parts) every string and every key well formed, down to `INPUT_DEPTH` levels (deeper: as it is). Only what holds a
+ * change is copied (an object with its keys in order, an array with its holes); the rest is the same value. Two keys
+ * that become one (`a\ud800`, `a\udc00`) keep the later one's value, as JSON.parse keeps of a key given twice. Anything
+ * else (a number, a Date, a class instance, a reference back into the value) as it is. A getter or proxy that throws
+ * is the transcript's (`readTranscript`).
+ */
+function wellFormedInput(value: unknown, depth = 0, done = new Map<object, unknown>()): unknown {
+  if (typeof value === 'string') return wellFormed(value);
+  if (typeof value !== 'object' || value === null || depth >= INPUT_DEPTH) return value;
+  // A value met again is what it became (a shared part is walked once); one still being walked (a cycle) as it is.
+  if (done.has(value)) return done.get(value);
+  done.set(value, value);
+  let out: unknown = value;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      if (!(i in value)) continue;
+      const item: unknown = value[i];
+      const made = wellFormedInput(item, depth + 1, done);
+      if (made !== item) (copy ??= value.slice())[i] = made;
+    }
+    out = copy ?? value;
+  } else {
+    const proto: unknown = Object.getPrototypeOf(value);
+    // A plain object of any realm (its prototype's prototype is null), or one without a prototype.
+    if (proto === null || Object.getPrototypeOf(proto) === null) {
+      const entries = Object.keys(value).map((k): [string, unknown, boolean] => {
+        const v: unknown = (value as Record<string, unknown>)[k];
+        const key = wellFormed(k);
+        const made = wellFormedInput(v, depth + 1, done);
+        return [key, made, key !== k || made !== v];
+      });
+      // fromEntries defines each key (a `__proto__` key stays a key, not the copy's prototype).
+      if (entries.some(([, , changed]) => changed)) out = Object.fromEntries(entries.map(([k, v]) => [k, v]));
+    }
+  }
+  done.set(value, out);
+  return out;
+}
+
+/**
+ * A tool call as it is sent: its id and its input well formed (`wellFormed`, `wellFormedInput`): they go into the
+ * provider's JSON body as the text does. The same object when neither changes.
  */
 function wellFormedCall(c: ModelToolCall): ModelToolCall {
   const id = wellFormed(c.id);
-  const input: unknown = typeof c.input === 'string' ? wellFormed(c.input) : c.input;
+  const input = wellFormedInput(c.input);
   return id === c.id && input === c.input ? c : { ...c, id, input };
 }
 
@@ -209,7 +255,7 @@ function wellFormedCall(c: ModelToolCall): ModelToolCall {
  * A message as every adapter expects it: what `checkMessages` lets through beyond the type (a `null` toolCallId or
  * toolCalls, an assistant turn that only calls tools with `content: null` or none) made what the type says: absent
  * fields left out, no text as `''` (which the adapters read as a turn that only calls tools), and its text, its
- * `toolCallId` and its tool calls' ids and string inputs well formed (`wellFormed`; a call's id and its result's
+ * `toolCallId` and its tool calls' ids and inputs well formed (`wellFormed`; a call's id and its result's
  * `toolCallId` are made so alike, so they still pair). A message that needs none of it is passed on as the same object.
  */
 function normalized(m: ModelMessage): ModelMessage {

@@ -202,6 +202,82 @@ describe('submit_handoff and the structured-output format', () => {
     expect(messages[1]!.toolCalls![0]!.id).toBe(cut); // the Harness's own message is not changed
   });
 
+  it('send a lone surrogate in an object input as U+FFFD too, keys included: an adapter sends the object as it is', () => {
+    // A parsed input (Anthropic's tool_use.input, the AI SDK's parts): its strings went into the body as \udXXX escapes.
+    const cut = 'src/\u{1F600}'.slice(0, -1);
+    const untouched = { dir: '.', depth: 2 };
+    const input = JSON.parse(
+      '{"path":"a\\ud800.ts","lines":[1,"\\udc00",null],"flags\\ud83d":{"x":true},"keep":{"dir":"."},' +
+        '"__proto__":{"y":"\\udfff"}}',
+    ) as Record<string, unknown>;
+    input.untouched = untouched;
+    input.nested = { deeper: [[{ name: cut }]], same: untouched };
+    const asIs = { id: 'call_ok', name: 'list', input: { dir: '.', deep: [{ a: ['b'] }] } };
+    const messages: ModelMessage[] = [
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'edit', input }, asIs] },
+      { role: 'tool', toolCallId: 'call_1', content: 'done' },
+      { role: 'tool', toolCallId: 'call_ok', content: 'listing' },
+    ];
+    const before = JSON.stringify(messages);
+    const req = compactionRequest({ messages });
+    const body = JSON.stringify(req.messages);
+    expect(body).not.toMatch(/\\ud[89a-f][0-9a-f]{2}/i);
+    const sent = req.messages[1]!.toolCalls![0]!.input as Record<string, unknown>;
+    expect(JSON.parse(JSON.stringify(sent))).toEqual({
+      path: 'a\ufffd.ts',
+      lines: [1, '\ufffd', null],
+      'flags\ufffd': { x: true },
+      keep: { dir: '.' },
+      ['__proto__']: { y: '\ufffd' },
+      untouched: { dir: '.', depth: 2 },
+      nested: { deeper: [[{ name: 'src/\ufffd' }]], same: { dir: '.', depth: 2 } },
+    });
+    expect(Object.keys(sent)).toEqual(['path', 'lines', 'flags\ufffd', 'keep', '__proto__', 'untouched', 'nested']);
+    expect(Object.getPrototypeOf(sent)).toBe(Object.prototype); // the __proto__ key stayed a key
+    // Only what holds a change is copied: the rest is the Harness's own value, a part met twice is one value.
+    expect(sent.keep).toBe(input.keep);
+    expect(sent.untouched).toBe(untouched);
+    expect((sent.nested as { same: unknown }).same).toBe(untouched);
+    expect(req.messages[1]!.toolCalls![1]).toBe(asIs);
+    expect(req.messages[2]).toBe(messages[2]); // still answers its call, whose id did not change
+    expect(JSON.stringify(messages)).toBe(before); // the Harness's transcript is not changed
+  });
+
+  it('make an object input well formed however it nests: deep, shared or cyclic, without a stack overflow', () => {
+    // Nested far deeper than any tool's arguments: walked to a bound, not until the stack runs out (a RangeError,
+    // which compactionRequest would have reported as a transcript that could not be read).
+    let deep: unknown = 'end \ud800';
+    for (let i = 0; i < 100_000; i++) deep = { d: deep };
+    const shared = { text: 'x \udc00' };
+    const cyclic: Record<string, unknown> = { text: 'y \ud800', shared: [shared, shared] };
+    cyclic.self = cyclic;
+    const req = compactionRequest({
+      messages: [
+        { role: 'user', content: 'go' },
+        {
+          role: 'assistant',
+          content: '',
+          toolCalls: [
+            { id: 'c1', name: 'deep', input: deep },
+            { id: 'c2', name: 'cyclic', input: cyclic },
+          ],
+        },
+        { role: 'tool', toolCallId: 'c1', content: 'ok' },
+        { role: 'tool', toolCallId: 'c2', content: 'ok' },
+      ],
+    });
+    const [first, second] = req.messages[1]!.toolCalls!;
+    let d = first!.input as { d: unknown };
+    for (let i = 0; i < 10; i++) d = d.d as { d: unknown };
+    expect(d).toBeTypeOf('object');
+    const sent = second!.input as { text: string; shared: Array<{ text: string }>; self: unknown };
+    expect(sent.text).toBe('y \ufffd');
+    expect(sent.shared).toEqual([{ text: 'x \ufffd' }, { text: 'x \ufffd' }]);
+    expect(sent.shared[0]).toBe(sent.shared[1]); // one copy of a part met twice
+    expect(cyclic.text).toBe('y \ud800'); // the Harness's own value is not changed
+  });
+
   it('build a structured-output request with no tools at all', () => {
     const req = compactionRequest({
       messages: [{ role: 'user', content: 'hi' }],
