@@ -12,6 +12,7 @@ import { compactionRequest } from '../src/compaction/tool.js';
 import { fsck, parseDuration } from '../src/ops/maintenance.js';
 import { parseManifestId } from '../src/ledger/proofs.js';
 import { exportBundle, openLedger } from '../src/index.js';
+import { anthropicAdapter } from '../src/adapters/anthropic.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const refusal = async (f: () => unknown): Promise<Error> => {
@@ -87,5 +88,12 @@ describe('a type named in a refusal', () => {
     } finally {
       await ledger.close();
     }
+  });
+
+  it('an adapter given no options object names what it was given: a number, undefined', () => {
+    expect(() => anthropicAdapter(1 as never)).toThrow('anthropicAdapter needs an options object, not a number');
+    expect(() => anthropicAdapter(undefined as never)).toThrow(
+      'anthropicAdapter needs an options object, not undefined',
+    );
   });
 });

@@ -12,7 +12,7 @@ import type {
   ModelToolCall,
 } from '../compaction/model.js';
 import { LedgerError } from '../errors.js';
-import { readOptionFields, shownValue, typeName } from '../../store/errors.js';
+import { readOptionFields, shownValue, typeName, typeWithArticle } from '../../store/errors.js';
 import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 
 /**
@@ -79,7 +79,7 @@ export function adapterOptions<K extends string>(
   names: readonly K[],
 ): { [P in K]?: unknown } {
   if (typeof given !== 'object' || given === null)
-    throw new LedgerError('INVALID_ARGUMENT', `${adapter} needs an options object, not ${typeName(given)}`);
+    throw new LedgerError('INVALID_ARGUMENT', `${adapter} needs an options object, not ${typeWithArticle(given)}`);
   const options = readOptionFields(given, names, `${adapter} options`, LedgerError);
   const fields = options as Record<string, unknown>;
   if ((names as readonly string[]).includes('client') && (typeof fields.client !== 'object' || fields.client === null))
