@@ -3,7 +3,13 @@
  * schema, and read a structured answer back (normalising strict-mode nulls). The adapters import their
  * SDK for types only: the Harness makes the client, so an SDK is loaded only by a Harness that uses it.
  */
-import { ANSWER_HOW, endedUnfinished, SUBMIT_HANDOFF, type CompactionMode } from '../compaction/tool.js';
+import {
+  ANSWER_HOW,
+  endedUnfinished,
+  SUBMIT_HANDOFF,
+  wellFormedInput,
+  type CompactionMode,
+} from '../compaction/tool.js';
 import type {
   ModelFinishReason,
   ModelMessage,
@@ -196,8 +202,10 @@ export function toolInputObject(input: unknown): Record<string, unknown> {
   if (isRecord(input)) return input;
   if (typeof input === 'string') {
     try {
+      // Well formed as compactionRequest made the text: an escape in it (`\ud83d`) parses to a lone surrogate, which the
+      // provider's JSON body would carry as the escape its API refuses.
       const parsed: unknown = JSON.parse(input);
-      if (isRecord(parsed)) return parsed;
+      if (isRecord(parsed)) return wellFormedInput(parsed) as Record<string, unknown>;
     } catch {
       // kept as text below
     }

@@ -207,7 +207,7 @@ const INPUT_DEPTH = 512;
  * else (a number, a Date, a class instance, a reference back into the value) as it is. A getter or proxy that throws
  * is the transcript's (`readTranscript`).
  */
-function wellFormedInput(value: unknown, depth = 0, done = new Map<object, unknown>()): unknown {
+export function wellFormedInput(value: unknown, depth = 0, done = new Map<object, unknown>()): unknown {
   if (typeof value === 'string') return wellFormed(value);
   if (typeof value !== 'object' || value === null || depth >= INPUT_DEPTH) return value;
   // A value met again is what it became (a shared part is walked once); one still being walked (a cycle) as it is.

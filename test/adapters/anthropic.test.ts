@@ -219,6 +219,22 @@ describe('anthropicAdapter: tool results as the Messages API takes them', () => 
     expect(messages[3]).toEqual({ role: 'user', content: 'thanks' });
   });
 
+  it('sends a tool input given as JSON text whose escapes make a lone surrogate with U+FFFD in its place', async () => {
+    // The text is well formed (its escape is ASCII), the object it parses to is not: the API refuses the escape JSON
+    // makes of a lone surrogate (400, "no low surrogate in string").
+    const messages = await sent([
+      { role: 'user', content: 'search' },
+      {
+        role: 'assistant',
+        content: '',
+        toolCalls: [{ id: 'toolu_s', name: 'search', input: '{"q":"cut \\ud83d","\\udc00k":["\\ud83d\\ude00"]}' }],
+      },
+      { role: 'tool', toolCallId: 'toolu_s', content: 'none' },
+    ]);
+    const use = (messages[1]!.content as Array<Block & { input?: unknown }>).find((b) => b.type === 'tool_use');
+    expect(use?.input).toEqual({ q: 'cut \ufffd', '\ufffdk': ['\u{1f600}'] });
+  });
+
   it('answers every call of a parallel turn in the next message when compaction starts right after it', async () => {
     const messages = await sent([{ role: 'user', content: 'read a, touch b' }, parallel]);
     expect(unanswered(messages)).toEqual([]);
