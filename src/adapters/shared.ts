@@ -18,7 +18,7 @@ import type {
   ModelToolCall,
 } from '../compaction/model.js';
 import { LedgerError } from '../errors.js';
-import { readOptionFields, shownValue, typeName, typeWithArticle } from '../../store/errors.js';
+import { readOptionFields, shownValue, typeWithArticle } from '../../store/errors.js';
 import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 
 /**
