@@ -19,7 +19,7 @@
 import { FindingSink, type AuditReport, type Finding } from './findings.js';
 import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundle.js';
 import { isSignatureVerifier, nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
-import { byHostThenKeyId, trustDigest, type TrustStore } from '../format/trust.js';
+import { byHostThenKeyId, sameKeyRevoked, trustDigest, type TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { checkpointSigners, openSince, startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
@@ -462,6 +462,8 @@ export async function verifyChain(
   checkChainOptions(options, 'verifyChain');
   // verifyBundle takes its trust's digest first (trustCoverage); verifyChain only looked at it being an object.
   checkLineTrust(options.trust, 'verifyChain');
+  // A store taken alone follows a merge's rule: a public key revoked in one listing is revoked in every listing of it.
+  options = { ...options, trust: sameKeyRevoked(options.trust) };
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const { chains: tracker, lines: count, verified } = await verifyLines(runsOf(lines), options, sink);
   return report(sink, count, verified, tracker.finish(options.scope), 0);
@@ -568,6 +570,19 @@ async function attachForkEnvelopes(reader: BundleReader, findings: Finding[]): P
   for (const f of forks) f.evidence!.envelopes = f.evidence!.lines!.map((l) => wanted.get(l) ?? '');
 }
 
+/**
+ * The store a bundle is verified under: the caller's, with `mergeTrust`'s rule for a store taken alone (every listing of
+ * a public key revoked from the earliest revocation any listing of it carries: `sameKeyRevoked`).
+ * @throws AuditError `USAGE` for a trust that is no store
+ */
+function verifiedTrust(trust: TrustStore): TrustStore {
+  try {
+    return sameKeyRevoked(trust);
+  } catch (err) {
+    throw auditUsage("verifyBundle's trust is not a trust store (read one with parseTrustStore)", { cause: err });
+  }
+}
+
 /** The report's `checked.trust`, taken before any work. @throws AuditError `USAGE` for a trust that is no store */
 function trustCoverage(trust: TrustStore): TrustCoverage {
   try {
@@ -644,6 +659,7 @@ export async function verifyBundleAs(
       throw auditUsage((err as Error).message, { cause: err });
     }
   }
+  options = { ...options, trust: verifiedTrust(options.trust) };
   const trust = trustCoverage(options.trust);
   let witnesses: WitnessCoverage | undefined;
   try {

@@ -280,23 +280,50 @@ export function listedPublicKey(k: TrustedKey | TrustedCheckpointKey): string | 
  * anywhere is revoked everywhere): a store listing under another key id a key another store revokes would trust again
  * what it signs after its revocation. Only `revokedAt` is taken; windows (`notBefore`, `notAfter`) stay per listing.
  */
-function revokeEverySameKeyListing(keys: TrustedKey[], checkpointKeys: TrustedCheckpointKey[]): void {
+function revokeEverySameKeyListing(keys: TrustedKey[], checkpointKeys: TrustedCheckpointKey[]): boolean {
   const lists: Array<Array<TrustedKey | TrustedCheckpointKey>> = [keys, checkpointKeys];
   const revokedAt = new Map<string, string>();
+  // A listing that is no object (a store built by hand, never parsed) names no key: it is left as it is.
+  const listing = (k: unknown): k is TrustedKey | TrustedCheckpointKey => typeof k === 'object' && k !== null;
   for (const list of lists)
     for (const k of list) {
-      if (k.revokedAt === undefined) continue;
+      if (!listing(k) || k.revokedAt === undefined) continue;
       const publicKey = listedPublicKey(k);
       if (publicKey !== undefined) revokedAt.set(publicKey, earlierTime(revokedAt.get(publicKey), k.revokedAt));
     }
-  if (revokedAt.size === 0) return;
+  if (revokedAt.size === 0) return false;
+  let changed = false;
   for (const list of lists)
     list.forEach((k, i) => {
+      if (!listing(k)) return;
       const publicKey = listedPublicKey(k);
       const at = publicKey === undefined ? undefined : revokedAt.get(publicKey);
       const earliest = earlierTime(k.revokedAt, at);
-      if (earliest !== k.revokedAt) list[i] = { ...k, revokedAt: earliest };
+      if (earliest !== k.revokedAt) {
+        list[i] = { ...k, revokedAt: earliest };
+        changed = true;
+      }
     });
+  return changed;
+}
+
+/**
+ * One trust store as it is verified under: `mergeTrust`'s rule for a store taken alone (verify --trust with one file,
+ * the auditor's page with one, verifyChain and verifyBundle given a store). Every listing of a public key (whatever its
+ * host, key id or kind) takes the earliest revocation any listing of it carries, so a file written by an older version
+ * listing one key under two key ids, one revoked, does not trust the other. Nothing else is changed (no listing is
+ * merged or dropped, windows stay per listing); the store is returned as it is when no listing changes, else a copy
+ * (the caller's store is never written to).
+ * @throws ManifestError `TRUST_INVALID` for a store that is no object or whose `keys` (or `checkpointKeys`) is no list
+ */
+export function sameKeyRevoked(store: TrustStore): TrustStore {
+  checkStoreObject(store);
+  checkStoreList(store.keys, 'keys');
+  checkStoreList(store.checkpointKeys, 'checkpointKeys');
+  const keys = [...store.keys];
+  const checkpointKeys = [...(store.checkpointKeys ?? [])];
+  if (!revokeEverySameKeyListing(keys, checkpointKeys)) return store;
+  return { ...store, keys, ...(store.checkpointKeys !== undefined ? { checkpointKeys } : {}) };
 }
 
 /** Code-unit order (never the locale's): the same on every machine. */

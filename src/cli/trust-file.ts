@@ -5,7 +5,13 @@
  */
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { ManifestError } from '../../manifests/errors.js';
-import { MAX_TRUST_FILE_BYTES, mergeTrust, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import {
+  MAX_TRUST_FILE_BYTES,
+  mergeTrust,
+  parseTrustStore,
+  sameKeyRevoked,
+  type TrustStore,
+} from '../../manifests/format/trust.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { quoted } from '../../manifests/encoding/printable.js';
 import { errnoText } from '../../store/fs/errno-text.js';
@@ -65,14 +71,18 @@ export async function readTrustFile(
 
 /**
  * Reads the trust files an auditor gave (`--trust` once per file: the exports of a shared store's hosts) and merges
- * them: a key listed in several gets the most restrictive window of its listings, and one key id listed with two
- * public keys is refused. One file is returned as it is (its own text); several as their union, as JSON.
+ * them (`mergeTrust`): a key listed in several gets the most restrictive window of its listings, every listing of one
+ * public key (whatever its host, key id or kind) takes the earliest revocation any listing of it carries, and one key
+ * id listed with two public keys is refused. One file is returned with its own text, its store under the same rule for
+ * revocations (`sameKeyRevoked`: a file listing a key under two key ids, one revoked, trusts neither after the
+ * revocation); several as their union, as JSON.
  * @throws AuditError `TRUST_INVALID`
  */
 export async function readTrustFiles(paths: readonly string[]): Promise<{ trust: TrustStore; text: string }> {
   const read = [];
   for (const path of paths) read.push(await readTrustFile(path));
-  if (read.length === 1) return read[0]!;
+  // One file keeps its own text (audit-ui serves it to the page, which reads it so too); its store follows the rule.
+  if (read.length === 1) return { trust: sameKeyRevoked(read[0]!.trust), text: read[0]!.text };
   let trust: TrustStore;
   try {
     trust = mergeTrust(...read.map((r) => r.trust));

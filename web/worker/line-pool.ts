@@ -17,7 +17,7 @@ import { inlineLineVerifier, type LineOutcome, type LineVerifier } from '../../m
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { mergeTrust, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { mergeTrust, parseTrustStore, sameKeyRevoked, type TrustStore } from '../../manifests/format/trust.js';
 import { quoted } from '../../manifests/encoding/printable.js';
 import { errorText } from '../../store/errors.js';
 import { digestOfReady } from '../../store/hash/digest.js';
@@ -138,10 +138,13 @@ export function unpackBatch(request: { lines: number[]; lengths: number[]; texts
   return batch;
 }
 
-/** The trust file, parsed as `verify` parses it, with its code. */
+/**
+ * The trust file, parsed as `verify` parses it, with its code, and as a store taken alone is verified under
+ * (`sameKeyRevoked`: every listing of a public key revoked from the earliest revocation any listing of it carries).
+ */
 export function readTrust(text: string, name?: string): TrustStore {
   try {
-    return parseTrustStore(text);
+    return sameKeyRevoked(parseTrustStore(text));
   } catch (err) {
     // A picked file's name is data: quoted, as verify --trust names a path (src/cli/trust-file.ts).
     const which = name === undefined ? 'trust file' : `trust file ${quoted(name)}`;
@@ -151,9 +154,11 @@ export function readTrust(text: string, name?: string): TrustStore {
 
 /**
  * The trust files the auditor chose, read as `verify --trust` reads one or several (src/cli/trust-file.ts's
- * readTrustFiles): each parsed, several merged by `mergeTrust` (the narrowest window of a key listed twice; one key
- * id with two public keys refused, naming the files). One file is returned with its own text, several with their
- * union as JSON (the text the pool's workers parse).
+ * readTrustFiles): each parsed, several merged by `mergeTrust` (a key listed by several files gets the narrowest window
+ * of its listings; every listing of one public key, whatever its host, key id or kind, takes the earliest revocation
+ * any listing of it carries; one key id with two public keys is refused, naming the files). One file is taken by the
+ * same rule for revocations (`readTrust`) and returned with its own text, as picked; several with their union as JSON
+ * (the text the pool's workers parse, each by `readTrust`).
  * @throws AuditError `TRUST_INVALID`
  */
 export function readTrustFiles(files: ReadonlyArray<{ name: string; text: string }>): {
