@@ -454,6 +454,7 @@ describe('keys with --json', () => {
     expect(JSON.parse(revoked.stdout)).toEqual({
       revoked: old,
       at: '2030-01-01T00:00:00.000Z',
+      alsoRevoked: [],
       checkpointKeysRevoked: [
         {
           host: rotatedOut.host,
@@ -468,6 +469,7 @@ describe('keys with --json', () => {
     expect(JSON.parse(again.stdout)).toEqual({
       revoked: old,
       at: '2030-01-01T00:00:00.000Z',
+      alsoRevoked: [],
       checkpointKeysRevoked: [],
     });
     const human = await cli(['keys', 'revoke', old, ...store, '--at', '2031-01-01T00:00:00.000Z']);
@@ -493,6 +495,7 @@ describe('keys with --json', () => {
     const { at, ...rest } = JSON.parse(revoked.stdout) as { at: string };
     expect(rest).toEqual({
       revoked: hostKey!.keyId,
+      alsoRevoked: [],
       checkpointKeysRevoked: [],
       checkpointKeyAtNextRotation: { host: 'h', keyId: inUse.keyId, vkey: inUse.vkey },
     });
@@ -509,7 +512,7 @@ describe('keys with --json', () => {
     ]);
     // Done: a revocation of it again names nothing left to do.
     const done = JSON.parse((await cli(['keys', 'revoke', hostKey!.keyId, ...own, '--json'])).stdout) as object;
-    expect(done).toEqual({ revoked: hostKey!.keyId, at, checkpointKeysRevoked: [] });
+    expect(done).toEqual({ revoked: hostKey!.keyId, at, alsoRevoked: [], checkpointKeysRevoked: [] });
   });
 
   it('prints the checkpoint verifier key of keys vkey as JSON', async () => {

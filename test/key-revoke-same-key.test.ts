@@ -11,6 +11,8 @@ import { findTrustedKey, type TrustStore } from '../manifests/format/trust.js';
 import { generateJwk, LocalSigner } from '../src/keys/local-signer.js';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
+import { main } from '../src/cli/main.js';
+import { captureIo } from './support/capture-io.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -69,5 +71,44 @@ describe('keys revoke of a public key trust.json lists under two key ids (writte
 describePostgres('keys revoke of a public key listed under two key ids (PostgreSQL)', (pg) => {
   it('revokes both listings from the same time and closes both windows in the shared log', async () => {
     await revokeAliasedKey({ connectionString: pg.connectionString, schema: 'revoke_same_key' });
+  });
+});
+
+describe('keys revoke names the other key ids of the public key it revoked', () => {
+  /** Host a's key kms:v1 listed again for host b as kms:old (a backslash in its name: printed escaped, as an id), and an operator host's store. */
+  async function aliasedStore() {
+    const root = tempDir();
+    const key = new LocalSigner(generateJwk());
+    const signer = { keyId: 'kms:v1', publicKey: key.publicKey, sign: (m: Uint8Array) => key.sign(m) };
+    const a = await openLedger({ root, host: 'a', signer, onNotice: () => {} });
+    await a.publish(scope, sampleSummary(1));
+    await a.close();
+    const trustPath = join(root, 'trust.json');
+    const trust = JSON.parse(readFileSync(trustPath, 'utf8')) as TrustStore;
+    const listing = trust.keys.find((k) => k.keyId === 'kms:v1')!;
+    trust.keys.push({ ...listing, host: 'b', keyId: 'kms:old\\x1b' });
+    writeFileSync(trustPath, JSON.stringify(trust, null, 2) + '\n', { mode: 0o600 });
+    // The operator's host, with its own key, runs the command.
+    await (await openLedger({ root, host: 'ops', onNotice: () => {} })).close();
+    return ['--root', root, '--host', 'ops'];
+  }
+
+  it('in --json (alsoRevoked) and in its text, the key id escaped', async () => {
+    const at = '2026-12-01T00:00:00.000Z';
+    const json = captureIo();
+    expect(await main(['keys', 'revoke', 'kms:v1', ...(await aliasedStore()), '--at', at, '--json'], json.io)).toBe(0);
+    // (Host a's checkpoint key, made beside kms:v1, is revoked with it: checkpointKeysRevoked names it, as before.)
+    expect(JSON.parse(json.stdout())).toMatchObject({
+      revoked: 'kms:v1',
+      at,
+      alsoRevoked: [{ host: 'b', keyId: 'kms:old\\x1b', revokedAt: at }],
+      checkpointKeysRevoked: [{ host: 'a' }],
+    });
+    const text = captureIo();
+    expect(await main(['keys', 'revoke', 'kms:v1', ...(await aliasedStore()), '--at', at], text.io)).toBe(0);
+    expect(text.stdout().split('\n').slice(0, 2)).toEqual([
+      `revoked kms:v1 from ${at}`,
+      `revoked kms:old\\\\x1b of b from ${at}: the same public key, listed under another key id`,
+    ]);
   });
 });

@@ -339,8 +339,16 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         } else {
           const keyId = positionals[0]!;
           const revokedBefore = revokedCheckpointKeyNames(ledger.trustStore());
+          const hostKeysRevokedBefore = revokedHostKeyNames(ledger.trustStore());
           // The time that holds: a key revoked before keeps its earlier time, whatever --at asked for.
           const at = await ledger.revokeKey(keyId, values.at);
+          // The other key ids of the same public key the revocation took with it (trust.json from an older version).
+          const alsoRevoked = ledger
+            .trustStore()
+            .keys.filter(
+              (k) => k.keyId !== keyId && k.revokedAt !== undefined && !hostKeysRevokedBefore.has(checkpointKeyName(k)),
+            )
+            .map((k) => ({ host: k.host, keyId: k.keyId, revokedAt: k.revokedAt! }));
           // The checkpoint keys this revocation took with it, and the one the store signs with, which only the next
           // rotation can revoke: runbook step 3 takes each out of every witness's logs.json at once.
           const { revoked, atNextRotation } = revokedCheckpointKeys(
@@ -353,6 +361,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             writeJson(io.stdout, {
               revoked: keyId,
               at,
+              alsoRevoked,
               checkpointKeysRevoked: revoked,
               ...(atNextRotation ? { checkpointKeyAtNextRotation: atNextRotation } : {}),
             });
@@ -360,6 +369,10 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             io.stdout.write(
               printableOnceLines([
                 `revoked ${printable(keyId)} from ${printable(at)}`,
+                ...alsoRevoked.map(
+                  (k) =>
+                    `revoked ${printable(k.keyId)} of ${printable(k.host)} from ${printable(k.revokedAt)}: the same public key, listed under another key id`,
+                ),
                 ...revoked.map(checkpointKeyRevokedLine),
                 ...(atNextRotation
                   ? [
@@ -388,6 +401,10 @@ const checkpointKeyRevokedLine = (k: { host: string; keyId: string; vkey: string
 
 /** A checkpoint key's place in trust.json: host and key id. */
 const checkpointKeyName = (k: { host: string; keyId: string }): string => `${k.host}\u0000${k.keyId}`;
+
+/** The manifest keys `trust` lists revoked (host and key id, as `checkpointKeyName`): what a revocation found before it. */
+const revokedHostKeyNames = (trust: TrustStore): ReadonlySet<string> =>
+  new Set(trust.keys.filter((k) => k.revokedAt !== undefined).map(checkpointKeyName));
 
 /** The checkpoint keys `trust` lists revoked (by `checkpointKeyName`): what a revocation or rotation found before it. */
 const revokedCheckpointKeyNames = (trust: TrustStore): ReadonlySet<string> =>
