@@ -80,10 +80,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * escaping done once, every library argument coded, the paths quoted, README's "Writing an adapter" and their CHANGELOG
  * entries) brought the pack to ~929 KiB with the page; 2,720 KiB unpacked since session 52's walk-throughs (the
  * model-API dialects' unfinished answers, the operators' and the multi-host refusals, the design documents held to the
- * code, the output quoting finished) and their CHANGELOG entries brought the library to ~2,625 KiB unpacked.)
+ * code, the output quoting finished) and their CHANGELOG entries brought the library to ~2,625 KiB unpacked; 864 KiB
+ * packed and 2,848 KiB unpacked since session 54's reviews (PostgreSQL's lookups and batches, the trees built at open,
+ * trust by public key, the ai SDK's providers' bodies, compaction's framing) and their CHANGELOG entries brought the
+ * pack to ~977 KiB with the page and the library to ~2,751 KiB unpacked.)
  */
-const MAX_PACKED_BYTES = 832 * 1024;
-const MAX_UNPACKED_BYTES = 2720 * 1024;
+const MAX_PACKED_BYTES = 864 * 1024;
+const MAX_UNPACKED_BYTES = 2848 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
