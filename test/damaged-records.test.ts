@@ -723,6 +723,25 @@ const GRANTEE_REFUSED: Outcomes = {
 };
 
 /** fsck's findings on a diagnosing open of the store. */
+/**
+ * A store from before the tree, s1's seq 1 (position 2 of 0–3) lost: it opens over the tree of the two entries before
+ * it, resumes s2, refuses appends naming the position, and fsck finds what it finds in the store that had its tree.
+ */
+async function expectOpenOverTreeBeforeGap(made: Made, withTree: unknown[]): Promise<void> {
+  const ledger = await openLedger(made.opts);
+  try {
+    expect((await ledger.log.treeHead()).size).toBe(2);
+    await expect(ledger.resume(scope('s2'))).resolves.toBeDefined();
+    await expect(ledger.publish(scope('s2'), sampleSummary('after'))).rejects.toMatchObject({
+      code: 'TREE_DAMAGED',
+      message: expect.stringContaining('global position 2 holds no entry (the next entry is at 3)'),
+    });
+  } finally {
+    await ledger.close();
+  }
+  expect(await diagnosedFindings(made)).toEqual(withTree);
+}
+
 const diagnosedFindings = async (made: Made) => {
   const ledger = await openLedger({ ...made.opts, diagnose: true });
   try {
@@ -800,19 +819,7 @@ describe('damaged records of the embedded store', () => {
     };
     const withTree = await diagnosedFindings(await levelStore(lost));
     expect(withTree.map((f) => f.code).sort()).toEqual(['HEAD_MISMATCH', 'POSITION_GAP', 'POSITION_GAP']);
-    const made = await levelStoreBeforeTree(lost);
-    const ledger = await openLedger(made.opts);
-    try {
-      expect((await ledger.log.treeHead()).size).toBe(2);
-      await expect(ledger.resume(scope('s2'))).resolves.toBeDefined();
-      await expect(ledger.publish(scope('s2'), sampleSummary('after'))).rejects.toMatchObject({
-        code: 'TREE_DAMAGED',
-        message: expect.stringContaining('global position 2 holds no entry (the next entry is at 3)'),
-      });
-    } finally {
-      await ledger.close();
-    }
-    expect(await diagnosedFindings(made)).toEqual(withTree);
+    await expectOpenOverTreeBeforeGap(await levelStoreBeforeTree(lost), withTree);
   });
 
   it("the last entry's record lost from a store made before the tree, its position record kept: appends are refused, not built on a tree a leaf short", async () => {
@@ -956,19 +963,7 @@ describePostgres('damaged records of both stores', (pg) => {
     // s1's seq 1, at position 2 (of 0–3): its head's entry, as in the embedded store's test.
     const withTree = await diagnosedFindings(await pgStore(entryLost(2)));
     expect(withTree.map((f) => f.code).sort()).toEqual(['HEAD_MISMATCH', 'POSITION_GAP', 'POSITION_GAP']);
-    const made = await pgStoreBeforeTree(entryLost(2));
-    const ledger = await openLedger(made.opts);
-    try {
-      expect((await ledger.log.treeHead()).size).toBe(2);
-      await expect(ledger.resume(scope('s2'))).resolves.toBeDefined();
-      await expect(ledger.publish(scope('s2'), sampleSummary('after'))).rejects.toMatchObject({
-        code: 'TREE_DAMAGED',
-        message: expect.stringContaining('global position 2 holds no entry (the next entry is at 3)'),
-      });
-    } finally {
-      await ledger.close();
-    }
-    expect(await diagnosedFindings(made)).toEqual(withTree);
+    await expectOpenOverTreeBeforeGap(await pgStoreBeforeTree(entryLost(2)), withTree);
   });
 
   it('the last entry lost from a store migrated from before the tree, the counter past it: it opens over the tree of the entries before it, appends are refused naming the position (checkPublish too), fsck names the lost head entry only', async () => {
