@@ -20,6 +20,10 @@ import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
 
+/** Where a host's checkpoint key file lies under `root` (the keyring names it by the host's hash). */
+const checkpointKeyFile = (root: string, host: string): string =>
+  join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode(host)).slice(7)}.jwk`);
+
 describe('a key revoked for one host, opened under another host id', () => {
   it('is listed revoked for that host too: nothing it signs there is trusted, and publish refuses', async () => {
     const root = tempDir();
@@ -104,8 +108,7 @@ describe('a checkpoint key revoked for one host, found in the key file of anothe
     let now = Date.parse('2026-11-30T10:00:00.000Z');
     const clock = () => new Date(now);
     const onNotice = () => {};
-    const checkpointFile = (host: string) =>
-      join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode(host)).slice(7)}.jwk`);
+    const checkpointFile = (host: string) => checkpointKeyFile(root, host);
 
     // Host "b" revokes its host key and rotates: the checkpoint key it rotates out is revoked with it.
     let ledger = await openLedger({ root, host: 'b', clock, onNotice });
@@ -142,8 +145,7 @@ describe('a checkpoint key another host listed before its revocation (its file c
     let now = Date.parse('2026-11-30T10:00:00.000Z');
     const clock = () => new Date(now);
     const onNotice = () => {};
-    const checkpointFile = (host: string) =>
-      join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode(host)).slice(7)}.jwk`);
+    const checkpointFile = (host: string) => checkpointKeyFile(root, host);
     let ledger = await openLedger({ root, host: 'b', clock, onNotice });
     const copied = ledger.checkpointVerifierKey;
     await ledger.close();
@@ -255,7 +257,7 @@ describe('a key trust.json lists under one key id, opened through a signer that 
     const clock = () => new Date(start);
     let ledger = await openLedger({ root, host: 'a', clock, onNotice: () => {} });
     await ledger.close();
-    const checkpointFile = join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode('a')).slice(7)}.jwk`);
+    const checkpointFile = checkpointKeyFile(root, 'a');
     const checkpoint = new LocalSigner(JSON.parse(readFileSync(checkpointFile, 'utf8')));
     const opened = openLedger({
       root,
