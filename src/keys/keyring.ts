@@ -1197,12 +1197,8 @@ function sameKeyListings(
   key: { keyId: string; publicKey: Uint8Array },
 ): Array<TrustedKey | TrustedCheckpointKey> {
   const publicKey = encodeBase64Url(key.publicKey);
-  return [
-    ...trust.keys.filter((k) => k.keyId === key.keyId || k.publicKey === publicKey),
-    ...(trust.checkpointKeys ?? []).filter(
-      (k) => k.keyId === key.keyId || k.vkey === encodeVerifierKey(verifierKeyName(k.vkey), key.publicKey),
-    ),
-  ];
+  const same = (k: TrustedKey | TrustedCheckpointKey) => k.keyId === key.keyId || listedPublicKey(k) === publicKey;
+  return [...trust.keys.filter(same), ...(trust.checkpointKeys ?? []).filter(same)];
 }
 
 /** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */
