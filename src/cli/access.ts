@@ -310,7 +310,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
               );
           }
         } else if (sub === 'rotate') {
-          const revokedBefore = revokedCheckpointKeyNames(ledger.trustStore());
+          const revokedBefore = revokedKeyNames(ledger.trustStore().checkpointKeys ?? []);
           const keyId = await ledger.rotateKey();
           // A rotation after a revocation revokes the checkpoint key it replaces (runbook step 3: out of logs.json).
           const { revoked } = revokedCheckpointKeys(ledger.trustStore(), ledger.host, keyId, revokedBefore);
@@ -338,8 +338,8 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             );
         } else {
           const keyId = positionals[0]!;
-          const revokedBefore = revokedCheckpointKeyNames(ledger.trustStore());
-          const hostKeysRevokedBefore = revokedHostKeyNames(ledger.trustStore());
+          const revokedBefore = revokedKeyNames(ledger.trustStore().checkpointKeys ?? []);
+          const hostKeysRevokedBefore = revokedKeyNames(ledger.trustStore().keys);
           // The time that holds: a key revoked before keeps its earlier time, whatever --at asked for.
           const at = await ledger.revokeKey(keyId, values.at);
           // The other key ids of the same public key the revocation took with it (trust.json from an older version).
@@ -402,13 +402,13 @@ const checkpointKeyRevokedLine = (k: { host: string; keyId: string; vkey: string
 /** A checkpoint key's place in trust.json: host and key id. */
 const checkpointKeyName = (k: { host: string; keyId: string }): string => `${k.host}\u0000${k.keyId}`;
 
-/** The manifest keys `trust` lists revoked (host and key id, as `checkpointKeyName`): what a revocation found before it. */
-const revokedHostKeyNames = (trust: TrustStore): ReadonlySet<string> =>
-  new Set(trust.keys.filter((k) => k.revokedAt !== undefined).map(checkpointKeyName));
-
-/** The checkpoint keys `trust` lists revoked (by `checkpointKeyName`): what a revocation or rotation found before it. */
-const revokedCheckpointKeyNames = (trust: TrustStore): ReadonlySet<string> =>
-  new Set((trust.checkpointKeys ?? []).filter((k) => k.revokedAt !== undefined).map(checkpointKeyName));
+/**
+ * The listings of `keys` (trust.json's manifest or checkpoint keys) revoked, by `checkpointKeyName`: what a revocation
+ * or rotation found before it.
+ */
+const revokedKeyNames = (
+  keys: ReadonlyArray<{ host: string; keyId: string; revokedAt?: string }>,
+): ReadonlySet<string> => new Set(keys.filter((k) => k.revokedAt !== undefined).map(checkpointKeyName));
 
 /**
  * After `keys revoke <keyId>`: the checkpoint keys revoked now that were not before, and this host's checkpoint key in
